@@ -1,0 +1,117 @@
+import { mkdir } from 'node:fs/promises';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { PGlite } from '@electric-sql/pglite';
+import { sql, type ExtractTablesWithRelations } from 'drizzle-orm';
+import type { PgDatabase, PgQueryResultHKT, PgTransaction } from 'drizzle-orm/pg-core';
+import { drizzle as drizzlePglite } from 'drizzle-orm/pglite';
+import { migrate as migratePglite } from 'drizzle-orm/pglite/migrator';
+import { drizzle as drizzlePostgres } from 'drizzle-orm/postgres-js';
+import { migrate as migratePostgres } from 'drizzle-orm/postgres-js/migrator';
+import postgres from 'postgres';
+import * as schema from './schema.ts';
+
+export type Schema = typeof schema;
+export type Db = PgDatabase<PgQueryResultHKT, Schema>;
+export type Tx = PgTransaction<PgQueryResultHKT, Schema, ExtractTablesWithRelations<Schema>>;
+/** Repositories accept either the database or an open transaction. */
+export type Executor = Db | Tx;
+
+export type Unlisten = () => Promise<void>;
+
+export interface Database {
+  readonly kind: 'pglite' | 'postgres';
+  readonly db: Db;
+  /** Throws when the database cannot answer a trivial query. */
+  ping(): Promise<void>;
+  /**
+   * Subscribes to a NOTIFY channel. `onReconnect` runs when the listening connection was lost
+   * and re-established, i.e. when notifications may have been missed.
+   */
+  listen(channel: string, onMessage: (payload: string) => void, onReconnect: () => void): Promise<Unlisten>;
+  close(): Promise<void>;
+}
+
+export interface OpenDatabaseOptions {
+  databaseUrl: string | undefined;
+  dataDir: string;
+  poolSize: number;
+}
+
+const MIGRATIONS_FOLDER = path.join(path.dirname(fileURLToPath(import.meta.url)), 'migrations');
+/** Arbitrary constant: serialises migrations when several processes start at once. */
+const MIGRATION_LOCK_KEY = 7_302_118_411;
+
+/** Opens PostgreSQL (when a URL is given) or embedded PGlite, and applies pending migrations. */
+export async function openDatabase(options: OpenDatabaseOptions): Promise<Database> {
+  return options.databaseUrl
+    ? openPostgres(options.databaseUrl, options.poolSize)
+    : openPglite(options.dataDir);
+}
+
+async function openPglite(dataDir: string): Promise<Database> {
+  let location = dataDir;
+  if (dataDir !== 'memory://') {
+    location = path.resolve(dataDir, 'pglite');
+    await mkdir(location, { recursive: true });
+  }
+  const client = await PGlite.create(location);
+  const db = drizzlePglite({ client, schema }) as unknown as Db;
+  await migratePglite(drizzlePglite({ client, schema }), { migrationsFolder: MIGRATIONS_FOLDER });
+  return {
+    kind: 'pglite',
+    db,
+    async ping() {
+      await client.query('select 1');
+    },
+    async listen(channel, onMessage) {
+      // Embedded PGlite lives in this process only, so the subscription cannot be lost.
+      const unsubscribe = await client.listen(channel, onMessage);
+      return unsubscribe;
+    },
+    async close() {
+      await client.close();
+    },
+  };
+}
+
+async function openPostgres(url: string, poolSize: number): Promise<Database> {
+  await runPostgresMigrations(url);
+  const client = postgres(url, { max: poolSize, onnotice: () => {} });
+  const db = drizzlePostgres({ client, schema }) as unknown as Db;
+  return {
+    kind: 'postgres',
+    db,
+    async ping() {
+      await client`select 1`;
+    },
+    async listen(channel, onMessage, onReconnect) {
+      let first = true;
+      const sub = await client.listen(channel, onMessage, () => {
+        if (!first) onReconnect();
+        first = false;
+      });
+      return () => sub.unlisten();
+    },
+    async close() {
+      await client.end({ timeout: 5 });
+    },
+  };
+}
+
+async function runPostgresMigrations(url: string): Promise<void> {
+  // One dedicated connection so the advisory lock and the migration share a session.
+  const client = postgres(url, { max: 1, onnotice: () => {} });
+  try {
+    await client`select pg_advisory_lock(${MIGRATION_LOCK_KEY})`;
+    await migratePostgres(drizzlePostgres({ client, schema }), { migrationsFolder: MIGRATIONS_FOLDER });
+    await client`select pg_advisory_unlock(${MIGRATION_LOCK_KEY})`;
+  } finally {
+    await client.end({ timeout: 5 });
+  }
+}
+
+/** Sends a NOTIFY inside the caller's transaction, so it is delivered only if that commits. */
+export async function notify(executor: Executor, channel: string, payload: string): Promise<void> {
+  await executor.execute(sql`select pg_notify(${channel}, ${payload})`);
+}

@@ -1,0 +1,94 @@
+import { sql } from 'drizzle-orm';
+import { boolean, index, integer, jsonb, pgTable, primaryKey, text, timestamp, uniqueIndex } from 'drizzle-orm/pg-core';
+
+const createdAt = () => timestamp('created_at', { withTimezone: true, mode: 'date' }).notNull().defaultNow();
+
+export const projects = pgTable('projects', {
+  id: text('id').primaryKey(),
+  name: text('name').notNull(),
+  createdAt: createdAt(),
+});
+
+export const apiKeys = pgTable(
+  'api_keys',
+  {
+    id: text('id').primaryKey(),
+    projectId: text('project_id')
+      .notNull()
+      .references(() => projects.id, { onDelete: 'cascade' }),
+    name: text('name'),
+    /** SHA-256 of the whole key; the secret itself is never stored. */
+    keyHash: text('key_hash').notNull(),
+    /** First characters of the key, shown in listings so people can tell keys apart. */
+    keyPrefix: text('key_prefix').notNull(),
+    createdAt: createdAt(),
+    revokedAt: timestamp('revoked_at', { withTimezone: true, mode: 'date' }),
+  },
+  (t) => [uniqueIndex('api_keys_key_hash_idx').on(t.keyHash), index('api_keys_project_idx').on(t.projectId, t.id)],
+);
+
+export const characters = pgTable(
+  'characters',
+  {
+    id: text('id').primaryKey(),
+    projectId: text('project_id')
+      .notNull()
+      .references(() => projects.id, { onDelete: 'cascade' }),
+    name: text('name').notNull(),
+    description: text('description'),
+    voiceId: text('voice_id'),
+    voiceDescription: text('voice_description'),
+    hasAvatar: boolean('has_avatar').notNull().default(false),
+    createdAt: createdAt(),
+  },
+  (t) => [index('characters_project_idx').on(t.projectId, t.id)],
+);
+
+export const CAPABILITY_TYPES = [
+  'client_function_fire',
+  'client_function_call',
+  'server_function_fire',
+  'server_function_call',
+] as const;
+export type CapabilityType = (typeof CAPABILITY_TYPES)[number];
+
+export const PARAMETER_TYPES = ['string', 'number', 'boolean', 'integer'] as const;
+export type ParameterType = (typeof PARAMETER_TYPES)[number];
+
+export interface ParameterDefinition {
+  name: string;
+  type: ParameterType;
+  description: string | null;
+  required: boolean;
+}
+
+export const capabilities = pgTable(
+  'capabilities',
+  {
+    id: text('id').primaryKey(),
+    projectId: text('project_id')
+      .notNull()
+      .references(() => projects.id, { onDelete: 'cascade' }),
+    name: text('name').notNull(),
+    description: text('description'),
+    type: text('type', { enum: CAPABILITY_TYPES }).notNull(),
+    parameters: jsonb('parameters').$type<ParameterDefinition[]>().notNull().default(sql`'[]'::jsonb`),
+    createdAt: createdAt(),
+  },
+  (t) => [uniqueIndex('capabilities_project_name_idx').on(t.projectId, t.name), index('capabilities_project_idx').on(t.projectId, t.id)],
+);
+
+/** Which capabilities a character may call; `position` keeps the order they were attached in. */
+export const characterCapabilities = pgTable(
+  'character_capabilities',
+  {
+    characterId: text('character_id')
+      .notNull()
+      .references(() => characters.id, { onDelete: 'cascade' }),
+    capabilityId: text('capability_id')
+      .notNull()
+      .references(() => capabilities.id, { onDelete: 'cascade' }),
+    position: integer('position').notNull(),
+  },
+  (t) => [primaryKey({ columns: [t.characterId, t.capabilityId] }), index('character_capabilities_capability_idx').on(t.capabilityId)],
+);

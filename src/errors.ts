@@ -1,0 +1,90 @@
+/**
+ * The one error type of Troupe. Domain code throws `TroupeError` with a code; each boundary
+ * (REST/OpenAI body, later the WebSocket error event) maps it once using the table below.
+ */
+export const ERROR_CODES = {
+  invalid_request: { status: 400, type: 'invalid_request_error' },
+  invalid_json: { status: 400, type: 'invalid_request_error' },
+  unknown_parameter: { status: 400, type: 'invalid_request_error' },
+  invalid_reference: { status: 400, type: 'invalid_request_error' },
+  missing_api_key: { status: 401, type: 'authentication_error' },
+  invalid_api_key: { status: 401, type: 'authentication_error' },
+  invalid_admin_token: { status: 401, type: 'authentication_error' },
+  not_found: { status: 404, type: 'invalid_request_error' },
+  route_not_found: { status: 404, type: 'invalid_request_error' },
+  method_not_allowed: { status: 405, type: 'invalid_request_error' },
+  conflict: { status: 409, type: 'invalid_request_error' },
+  payload_too_large: { status: 413, type: 'invalid_request_error' },
+  unsupported_media_type: { status: 415, type: 'invalid_request_error' },
+  internal_error: { status: 500, type: 'api_error' },
+  service_unavailable: { status: 503, type: 'api_error' },
+} as const satisfies Record<string, { status: number; type: string }>;
+
+export type ErrorCode = keyof typeof ERROR_CODES;
+
+export interface TroupeErrorOptions {
+  /** The request field the error is about, e.g. `capabilityGroupIds[1]`. */
+  param?: string | null;
+  /** A more specific machine-readable code for the body, e.g. `character_not_found`. */
+  detailCode?: string;
+  cause?: unknown;
+  /** Extra response headers, e.g. `allow` on 405. */
+  headers?: Record<string, string>;
+}
+
+export class TroupeError extends Error {
+  override name = 'TroupeError';
+  readonly code: ErrorCode;
+  readonly param: string | null;
+  readonly detailCode: string;
+  readonly headers: Record<string, string>;
+
+  constructor(code: ErrorCode, message: string, options: TroupeErrorOptions = {}) {
+    super(message, options.cause === undefined ? undefined : { cause: options.cause });
+    this.code = code;
+    this.param = options.param ?? null;
+    this.detailCode = options.detailCode ?? code;
+    this.headers = options.headers ?? {};
+  }
+
+  get status(): number {
+    return ERROR_CODES[this.code].status;
+  }
+}
+
+/** 404 for a resource of the caller's project; foreign ids look exactly like missing ones. */
+export function notFound(kind: string, id: string, param: string | null = null): TroupeError {
+  return new TroupeError('not_found', `No ${kind} with id '${id}' exists.`, {
+    param,
+    detailCode: `${kind}_not_found`,
+  });
+}
+
+export interface ErrorBody {
+  error: { message: string; type: string; param: string | null; code: string };
+}
+
+/** Maps any thrown value to the OpenAI-style body used on every HTTP endpoint. */
+export function toErrorBody(err: unknown, requestId: string): { status: number; body: ErrorBody; headers: Record<string, string> } {
+  if (err instanceof TroupeError) {
+    return {
+      status: err.status,
+      headers: err.headers,
+      body: {
+        error: { message: err.message, type: ERROR_CODES[err.code].type, param: err.param, code: err.detailCode },
+      },
+    };
+  }
+  return {
+    status: 500,
+    headers: {},
+    body: {
+      error: {
+        message: `The server had an error while processing your request. Include the request id ${requestId} when reporting it.`,
+        type: 'api_error',
+        param: null,
+        code: 'internal_error',
+      },
+    },
+  };
+}

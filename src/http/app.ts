@@ -1,0 +1,158 @@
+import { timingSafeEqual } from 'node:crypto';
+import { performance } from 'node:perf_hooks';
+import { TroupeError, toErrorBody } from '../errors.ts';
+import { newRequestId } from '../ids.ts';
+import type { Principal } from '../projects/service.ts';
+import type { Resources } from '../resources.ts';
+import { corsHeaders, preflightHeaders } from './cors.ts';
+import type { Route, RouteResult } from './route.ts';
+import { Router } from './router.ts';
+import type { HttpHandler, HttpReply, HttpRequest } from './types.ts';
+import { parseInput } from './validation.ts';
+
+const JSON_TYPE = 'application/json; charset=utf-8';
+const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
+const NO_PRINCIPAL: Principal = Object.freeze({ projectId: '', keyId: '' });
+
+/**
+ * The engine-independent core: one function from a plain request to a plain reply. Errors of
+ * every kind are mapped here, once, to the `{error:{message,type,param,code}}` body.
+ */
+export function createApp(resources: Resources, routes: readonly Route[]): { handler: HttpHandler; router: Router } {
+  const router = new Router();
+  for (const route of routes) router.add(route);
+  const { config, logger, metrics } = resources;
+
+  const handler: HttpHandler = async (request) => {
+    const started = performance.now();
+    const incomingId = request.headers['x-request-id'];
+    const requestId = incomingId && REQUEST_ID.test(incomingId) ? incomingId : newRequestId();
+    let routeLabel = 'unmatched';
+    let reply: HttpReply;
+    try {
+      const match = router.match(request.method, request.path);
+      if (request.method === 'OPTIONS' && match.kind !== 'not_found') {
+        const methods = match.kind === 'found' ? [match.route.method] : match.allow;
+        reply = { status: 204, headers: { allow: [...methods, 'OPTIONS'].join(', '), ...preflightHeaders(methods) }, body: '' };
+      } else if (match.kind === 'not_found') {
+        throw new TroupeError('route_not_found', `No route matches ${request.method} ${request.path}.`);
+      } else if (match.kind === 'method_not_allowed') {
+        throw new TroupeError('method_not_allowed', `${request.method} is not allowed on ${request.path}; allowed: ${match.allow.join(', ')}.`, {
+          headers: { allow: match.allow.join(', ') },
+        });
+      } else {
+        routeLabel = match.route.path;
+        reply = await dispatch(match.route, match.params, request, requestId);
+      }
+    } catch (err) {
+      reply = errorReply(err, requestId, request);
+    }
+    if (request.method === 'HEAD') reply.body = '';
+    reply.headers['x-request-id'] = requestId;
+    if (config.corsOrigins !== '*' && config.corsOrigins.length === 0) {
+      // CORS disabled: no headers at all.
+    } else {
+      Object.assign(reply.headers, corsHeaders(config.corsOrigins, request.headers.origin));
+    }
+    const durationMs = performance.now() - started;
+    metrics.observeRequest(request.method, routeLabel, reply.status, durationMs / 1000);
+    logger.info(
+      { requestId, method: request.method, path: request.path, route: routeLabel, status: reply.status, durationMs: Math.round(durationMs * 1000) / 1000 },
+      'request',
+    );
+    return reply;
+  };
+
+  async function dispatch(route: Route, rawParams: Record<string, string>, request: HttpRequest, requestId: string): Promise<HttpReply> {
+    const principal = await authenticate(route, request);
+    const params = route.params ? parseInput(route.params, rawParams, null) : rawParams;
+    const query = route.query ? parseInput(route.query, Object.fromEntries(request.query), null) : {};
+    const body = route.body ? parseInput(route.body, await readJson(request), null) : undefined;
+    const result = await route.handler({ params, query, body, principal, requestId, signal: request.signal, resources, path: request.path });
+    return toReply(result, route.response.status);
+  }
+
+  async function authenticate(route: Route, request: HttpRequest): Promise<Principal> {
+    switch (route.auth) {
+      case 'none':
+        return NO_PRINCIPAL;
+      case 'metrics':
+        if (config.metricsPublic) return NO_PRINCIPAL;
+        requireAdmin(request);
+        return NO_PRINCIPAL;
+      case 'admin':
+        requireAdmin(request);
+        return NO_PRINCIPAL;
+      case 'key': {
+        const token = bearer(request);
+        if (!token) {
+          throw new TroupeError('missing_api_key', 'Missing API key. Send it as "Authorization: Bearer sk-troupe-...".');
+        }
+        const principal = await resources.projects.authenticate(token);
+        if (!principal) throw new TroupeError('invalid_api_key', 'Invalid or revoked API key.');
+        return principal;
+      }
+    }
+  }
+
+  function requireAdmin(request: HttpRequest): void {
+    if (!config.adminToken) {
+      // Without an admin token the admin API does not exist, so it answers like any unknown route.
+      throw new TroupeError('route_not_found', `No route matches ${request.method} ${request.path}; set TROUPE_ADMIN_TOKEN to enable the admin API.`);
+    }
+    const token = bearer(request);
+    if (!token || !safeEqual(token, config.adminToken)) {
+      throw new TroupeError('invalid_admin_token', 'Missing or invalid admin token. Send TROUPE_ADMIN_TOKEN as "Authorization: Bearer <token>".');
+    }
+  }
+
+  async function readJson(request: HttpRequest): Promise<unknown> {
+    const bytes = await request.readBody(config.maxJsonBodyBytes);
+    if (bytes.length === 0) return {};
+    const type = request.headers['content-type'];
+    if (type && !/^application\/([a-z.+-]*\+)?json\b/i.test(type)) {
+      throw new TroupeError('unsupported_media_type', `Send the body as application/json (got ${type}).`);
+    }
+    try {
+      return JSON.parse(Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength).toString('utf8'));
+    } catch (err) {
+      throw new TroupeError('invalid_json', `The body is not valid JSON: ${(err as Error).message}`, { detailCode: 'invalid_json' });
+    }
+  }
+
+  function errorReply(err: unknown, requestId: string, request: HttpRequest): HttpReply {
+    const mapped = toErrorBody(err, requestId);
+    if (mapped.status >= 500) {
+      logger.error({ err, requestId, method: request.method, path: request.path }, 'request failed');
+    }
+    return {
+      status: mapped.status,
+      headers: { 'content-type': JSON_TYPE, ...mapped.headers },
+      body: JSON.stringify(mapped.body),
+      closeConnection: err instanceof TroupeError && err.code === 'payload_too_large',
+    };
+  }
+
+  return { handler, router };
+}
+
+function toReply(result: RouteResult, defaultStatus: number): HttpReply {
+  const status = result.status ?? defaultStatus;
+  if (result.raw) {
+    return { status, headers: { 'content-type': result.raw.contentType, ...result.headers }, body: result.raw.text };
+  }
+  return { status, headers: { 'content-type': JSON_TYPE, ...result.headers }, body: JSON.stringify(result.body) };
+}
+
+function bearer(request: HttpRequest): string | null {
+  const header = request.headers.authorization;
+  if (!header) return null;
+  const match = /^Bearer\s+(\S+)\s*$/i.exec(header);
+  return match?.[1] ?? null;
+}
+
+function safeEqual(a: string, b: string): boolean {
+  const x = Buffer.from(a);
+  const y = Buffer.from(b);
+  return x.length === y.length && timingSafeEqual(x, y);
+}

@@ -1,0 +1,76 @@
+import type { z } from 'zod';
+import type { Principal } from '../projects/service.ts';
+import type { Resources } from '../resources.ts';
+
+export type Auth = 'none' | 'key' | 'admin' | 'metrics';
+
+export interface RouteContext<P, Q, B> {
+  params: P;
+  query: Q;
+  body: B;
+  /** Set on `auth: 'key'` routes. */
+  principal: Principal;
+  requestId: string;
+  signal: AbortSignal;
+  resources: Resources;
+  /** The request's own URL pieces, for Link headers. */
+  path: string;
+}
+
+export interface RouteResult {
+  status?: number;
+  body: unknown;
+  headers?: Record<string, string>;
+  /** Body already serialized (e.g. Prometheus text). */
+  raw?: { contentType: string; text: string };
+}
+
+export interface RouteDefinition<P extends z.ZodType, Q extends z.ZodType, B extends z.ZodType> {
+  method: 'GET' | 'POST' | 'PATCH' | 'PUT' | 'DELETE';
+  /** Express-style path, e.g. `/characters/:characterId`. */
+  path: string;
+  auth: Auth;
+  summary: string;
+  tags: readonly string[];
+  params?: P;
+  query?: Q;
+  body?: B;
+  /** Documented success reply. */
+  response: { status: number; schema?: z.ZodType; description: string; contentType?: string };
+  /** Documented error statuses besides 400/401/500, which every API route can answer. */
+  errors?: readonly number[];
+  handler: (ctx: RouteContext<z.infer<P>, z.infer<Q>, z.infer<B>>) => Promise<RouteResult>;
+}
+
+/** A route with its types erased, as the router stores it. */
+export interface Route {
+  method: string;
+  path: string;
+  auth: Auth;
+  summary: string;
+  tags: readonly string[];
+  params: z.ZodType | undefined;
+  query: z.ZodType | undefined;
+  body: z.ZodType | undefined;
+  response: { status: number; schema?: z.ZodType; description: string; contentType?: string };
+  errors: readonly number[];
+  handler: (ctx: RouteContext<unknown, unknown, unknown>) => Promise<RouteResult>;
+}
+
+export function defineRoute<P extends z.ZodType = z.ZodType, Q extends z.ZodType = z.ZodType, B extends z.ZodType = z.ZodType>(
+  definition: RouteDefinition<P, Q, B>,
+): Route {
+  return {
+    method: definition.method,
+    path: definition.path,
+    auth: definition.auth,
+    summary: definition.summary,
+    tags: definition.tags,
+    params: definition.params,
+    query: definition.query,
+    body: definition.body,
+    response: definition.response,
+    errors: definition.errors ?? [],
+    handler: definition.handler as Route['handler'],
+  };
+}

@@ -1,0 +1,32 @@
+import type { z } from 'zod';
+import { TroupeError } from '../errors.ts';
+
+/** Parses `value` with `schema`, turning the first problem into a 400 that names the field. */
+export function parseInput<T extends z.ZodType>(schema: T, value: unknown, root: string | null): z.infer<T> {
+  const result = schema.safeParse(value, { reportInput: true });
+  if (result.success) return result.data;
+  const issue = result.error.issues[0];
+  if (!issue) throw new TroupeError('invalid_request', 'The request is invalid.');
+  const path = [...(root ? [root] : []), ...issue.path.map((p) => (typeof p === 'symbol' ? String(p) : p))];
+  if (issue.code === 'unrecognized_keys') {
+    const key = issue.keys[0] ?? '';
+    const param = formatPath([...path, key]);
+    throw new TroupeError('unknown_parameter', `Unrecognized request parameter: '${param}'.`, { param, detailCode: 'unknown_parameter' });
+  }
+  const param = formatPath(path);
+  if (issue.code === 'invalid_type' && issue.input === undefined) {
+    throw new TroupeError('invalid_request', `Missing required parameter: '${param}'.`, { param, detailCode: 'missing_parameter' });
+  }
+  const message = param ? `Invalid '${param}': ${issue.message}.` : `Invalid request: ${issue.message}.`;
+  throw new TroupeError('invalid_request', message, { param: param || null, detailCode: 'invalid_parameter' });
+}
+
+/** `['parameters', 0, 'name']` -> `parameters[0].name`, as OpenAI's `param` field reads. */
+export function formatPath(path: readonly (string | number)[]): string {
+  let out = '';
+  for (const part of path) {
+    if (typeof part === 'number') out += `[${part}]`;
+    else out += out ? `.${part}` : part;
+  }
+  return out;
+}

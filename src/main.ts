@@ -1,0 +1,53 @@
+import { ConfigError, loadConfig } from './config.ts';
+import { createLogger } from './observability/logger.ts';
+import { startServer } from './server.ts';
+
+/** Composition root: config -> resources -> listen -> shutdown on signals. */
+async function main(): Promise<void> {
+  let config;
+  try {
+    config = loadConfig(process.env);
+  } catch (err) {
+    if (err instanceof ConfigError) {
+      process.stderr.write(`${err.message}\n`);
+      process.exitCode = 1;
+      return;
+    }
+    throw err;
+  }
+  const logger = createLogger(config.logLevel);
+  const server = await startServer(config, logger);
+
+  if (server.initialKey) {
+    // Printed once to the terminal, deliberately not through the logger: logs never hold keys.
+    process.stdout.write(
+      `\nNo API key existed, so Troupe created one for project 'default' (${server.initialKey.projectId}).\n` +
+        `It is shown only now; keep it safe:\n\n  ${server.initialKey.key}\n\n`,
+    );
+  }
+
+  let signalled = false;
+  const shutdown = (signal: string) => {
+    if (signalled) return;
+    signalled = true;
+    logger.info({ signal }, 'shutting down');
+    server.stop().then(
+      () => {
+        process.exitCode = 0;
+      },
+      (err: unknown) => {
+        logger.error({ err }, 'shutdown failed');
+        process.exitCode = 1;
+      },
+    );
+  };
+  process.on('SIGTERM', () => shutdown('SIGTERM'));
+  process.on('SIGINT', () => shutdown('SIGINT'));
+}
+
+process.on('unhandledRejection', (reason) => {
+  process.stderr.write(`unhandled rejection: ${String((reason as Error)?.stack ?? reason)}\n`);
+  process.exitCode = 1;
+});
+
+await main();

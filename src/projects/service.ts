@@ -1,0 +1,172 @@
+import { and, asc, eq, gt, isNull } from 'drizzle-orm';
+import type { Invalidations } from '../cache/invalidations.ts';
+import { ReadCache } from '../cache/read-cache.ts';
+import type { Db } from '../db/database.ts';
+import { apiKeys, projects } from '../db/schema.ts';
+import { notFound } from '../errors.ts';
+import { newId } from '../ids.ts';
+import { displayPrefix, generateApiKey, hashApiKey, looksLikeApiKey } from './api-key.ts';
+
+export interface Project {
+  id: string;
+  name: string;
+  createdAt: string;
+}
+
+export interface ApiKeyInfo {
+  id: string;
+  projectId: string;
+  name: string | null;
+  prefix: string;
+  createdAt: string;
+  revokedAt: string | null;
+}
+
+export interface CreatedApiKey {
+  id: string;
+  key: string;
+  projectId: string;
+  name: string | null;
+  createdAt: string;
+}
+
+/** Who is calling: resolved from the API key on every request. */
+export interface Principal {
+  projectId: string;
+  keyId: string;
+}
+
+export interface Page {
+  limit: number;
+  after: string | undefined;
+}
+
+const DEFAULT_PROJECT = 'default';
+
+export class ProjectService {
+  readonly #db: Db;
+  readonly #invalidations: Invalidations;
+  readonly #principals: ReadCache<Principal>;
+
+  constructor(options: { db: Db; invalidations: Invalidations; cacheMaxEntries: number }) {
+    this.#db = options.db;
+    this.#invalidations = options.invalidations;
+    this.#principals = new ReadCache({
+      maxEntries: options.cacheMaxEntries,
+      load: (hash) => this.#loadPrincipal(hash),
+    });
+    this.#invalidations.subscribe('apiKey', {
+      onInvalidate: (hash) => this.#principals.invalidate(hash),
+      onReset: () => this.#principals.clear(),
+    });
+  }
+
+  async createProject(name: string): Promise<Project> {
+    const [row] = await this.#db.insert(projects).values({ id: newId('project'), name }).returning();
+    if (!row) throw new Error('insert returned no row');
+    return toProject(row);
+  }
+
+  async getProject(id: string): Promise<Project> {
+    const [row] = await this.#db.select().from(projects).where(eq(projects.id, id));
+    if (!row) throw notFound('project', id);
+    return toProject(row);
+  }
+
+  async listProjects(page: Page): Promise<Project[]> {
+    const rows = await this.#db
+      .select()
+      .from(projects)
+      .where(page.after ? gt(projects.id, page.after) : undefined)
+      .orderBy(asc(projects.id))
+      .limit(page.limit);
+    return rows.map(toProject);
+  }
+
+  async createKey(projectId: string, name: string | null, key: string = generateApiKey()): Promise<CreatedApiKey> {
+    await this.getProject(projectId);
+    const [row] = await this.#db
+      .insert(apiKeys)
+      .values({ id: newId('apiKey'), projectId, name, keyHash: hashApiKey(key), keyPrefix: displayPrefix(key) })
+      .returning();
+    if (!row) throw new Error('insert returned no row');
+    return { id: row.id, key, projectId, name: row.name, createdAt: row.createdAt.toISOString() };
+  }
+
+  async listKeys(projectId: string, page: Page): Promise<ApiKeyInfo[]> {
+    await this.getProject(projectId);
+    const rows = await this.#db
+      .select()
+      .from(apiKeys)
+      .where(and(eq(apiKeys.projectId, projectId), page.after ? gt(apiKeys.id, page.after) : undefined))
+      .orderBy(asc(apiKeys.id))
+      .limit(page.limit);
+    return rows.map(toKeyInfo);
+  }
+
+  /** Revocation takes effect at once in every process (cache invalidated through NOTIFY). */
+  async revokeKey(keyId: string): Promise<ApiKeyInfo> {
+    const row = await this.#db.transaction(async (tx) => {
+      const [existing] = await tx.select().from(apiKeys).where(eq(apiKeys.id, keyId)).for('update');
+      if (!existing) throw notFound('api_key', keyId);
+      if (existing.revokedAt) return existing;
+      const [updated] = await tx.update(apiKeys).set({ revokedAt: new Date() }).where(eq(apiKeys.id, keyId)).returning();
+      await this.#invalidations.publish(tx, 'apiKey', [existing.keyHash]);
+      return updated ?? existing;
+    });
+    this.#invalidations.applyLocal('apiKey', [row.keyHash]);
+    return toKeyInfo(row);
+  }
+
+  /** Resolves a presented key to its project, or null when it is unknown or revoked. */
+  async authenticate(key: string): Promise<Principal | null> {
+    if (!looksLikeApiKey(key)) return null;
+    return (await this.#principals.get(hashApiKey(key))) ?? null;
+  }
+
+  async #loadPrincipal(hash: string): Promise<Principal | undefined> {
+    const [row] = await this.#db
+      .select({ projectId: apiKeys.projectId, keyId: apiKeys.id })
+      .from(apiKeys)
+      .where(and(eq(apiKeys.keyHash, hash), isNull(apiKeys.revokedAt)));
+    return row;
+  }
+
+  /**
+   * Startup: with TROUPE_BOOTSTRAP_KEY, make sure project `default` holds it. Without one, and
+   * when no key exists at all, create a first key and return it so it can be shown once.
+   */
+  async ensureInitialKey(bootstrapKey: string | undefined): Promise<{ created: CreatedApiKey | null; revokedBootstrap: boolean }> {
+    if (bootstrapKey) {
+      const [existing] = await this.#db.select().from(apiKeys).where(eq(apiKeys.keyHash, hashApiKey(bootstrapKey)));
+      if (existing) return { created: null, revokedBootstrap: existing.revokedAt !== null };
+      const project = await this.#defaultProject();
+      await this.createKey(project.id, 'bootstrap', bootstrapKey);
+      return { created: null, revokedBootstrap: false };
+    }
+    const [anyKey] = await this.#db.select({ id: apiKeys.id }).from(apiKeys).limit(1);
+    if (anyKey) return { created: null, revokedBootstrap: false };
+    const project = await this.#defaultProject();
+    return { created: await this.createKey(project.id, 'first key'), revokedBootstrap: false };
+  }
+
+  async #defaultProject(): Promise<Project> {
+    const [row] = await this.#db.select().from(projects).where(eq(projects.name, DEFAULT_PROJECT)).orderBy(asc(projects.id)).limit(1);
+    return row ? toProject(row) : this.createProject(DEFAULT_PROJECT);
+  }
+}
+
+function toProject(row: typeof projects.$inferSelect): Project {
+  return { id: row.id, name: row.name, createdAt: row.createdAt.toISOString() };
+}
+
+function toKeyInfo(row: typeof apiKeys.$inferSelect): ApiKeyInfo {
+  return {
+    id: row.id,
+    projectId: row.projectId,
+    name: row.name,
+    prefix: row.keyPrefix,
+    createdAt: row.createdAt.toISOString(),
+    revokedAt: row.revokedAt ? row.revokedAt.toISOString() : null,
+  };
+}

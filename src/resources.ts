@@ -1,0 +1,22 @@
+import type { Logger } from 'pino';
+import type { Invalidations } from './cache/invalidations.ts';
+import type { CapabilityService } from './capabilities/service.ts';
+import type { CharacterService } from './characters/service.ts';
+import type { Config } from './config.ts';
+import type { Database } from './db/database.ts';
+import type { Metrics } from './observability/metrics.ts';
+import type { ProjectService } from './projects/service.ts';
+
+/** Everything a request handler may use, passed as one object: no module-level singletons. */
+export interface Resources {
+  config: Config;
+  logger: Logger;
+  database: Database;
+  invalidations: Invalidations;
+  metrics: Metrics;
+  projects: ProjectService;
+  characters: CharacterService;
+  capabilities: CapabilityService;
+  /** Flips to true when shutdown starts, so /readyz tells load balancers to stop sending. */
+  lifecycle: { draining: boolean };
+}

@@ -1,0 +1,103 @@
+import type { Logger } from 'pino';
+import packageJson from '../package.json' with { type: 'json' };
+import { Invalidations } from './cache/invalidations.ts';
+import { CapabilityService } from './capabilities/service.ts';
+import { CharacterService } from './characters/service.ts';
+import type { Config } from './config.ts';
+import { openDatabase } from './db/database.ts';
+import { createApp } from './http/app.ts';
+import { startHttpServer } from './http/engine.ts';
+import { buildOpenApi } from './http/openapi.ts';
+import { adminRoutes } from './http/routes/admin.ts';
+import { capabilityRoutes } from './http/routes/capabilities.ts';
+import { characterRoutes } from './http/routes/characters.ts';
+import { metaRoutes } from './http/routes/meta.ts';
+import type { Route } from './http/route.ts';
+import type { HttpServer } from './http/types.ts';
+import { Metrics } from './observability/metrics.ts';
+import type { CreatedApiKey } from './projects/service.ts';
+import { ProjectService } from './projects/service.ts';
+import type { Resources } from './resources.ts';
+
+export interface RunningServer {
+  readonly url: string;
+  readonly port: number;
+  readonly engine: HttpServer['engine'];
+  readonly resources: Resources;
+  /** Set when this start created the project's first key; show it once, never log it. */
+  readonly initialKey: CreatedApiKey | null;
+  /** Graceful: stop accepting, drain in-flight requests, close the database. */
+  stop(): Promise<void>;
+}
+
+/** Builds every resource from the config, applies migrations and starts listening. */
+export async function startServer(config: Config, logger: Logger): Promise<RunningServer> {
+  const database = await openDatabase({
+    databaseUrl: config.databaseUrl,
+    dataDir: config.dataDir,
+    poolSize: config.databasePoolSize,
+  });
+  const invalidations = new Invalidations(database);
+  await invalidations.start();
+  const cacheOptions = { db: database.db, invalidations, cacheMaxEntries: config.cacheMaxEntries };
+  const resources: Resources = {
+    config,
+    logger,
+    database,
+    invalidations,
+    metrics: new Metrics(),
+    projects: new ProjectService(cacheOptions),
+    characters: new CharacterService(cacheOptions),
+    capabilities: new CapabilityService({ db: database.db, invalidations }),
+    lifecycle: { draining: false },
+  };
+  const initial = await resources.projects.ensureInitialKey(config.bootstrapKey);
+  if (initial.revokedBootstrap) {
+    logger.warn('TROUPE_BOOTSTRAP_KEY was revoked through the admin API and stays revoked; remove it or set a new one');
+  }
+
+  const apiRoutes = [...characterRoutes, ...capabilityRoutes, ...adminRoutes];
+  let openapi: Record<string, unknown> | null = null;
+  const routes: Route[] = [...metaRoutes(() => (openapi ??= buildOpenApi(routes, packageJson.version))), ...apiRoutes];
+  const { handler } = createApp(resources, routes);
+
+  let http: HttpServer;
+  try {
+    http = await startHttpServer(
+      config.httpEngine,
+      {
+        host: config.host,
+        port: config.port,
+        handler,
+        maxBodyBytes: config.maxJsonBodyBytes,
+        onAdapterError: (err) => logger.error({ err }, 'http adapter failed'),
+      },
+      logger,
+    );
+  } catch (err) {
+    await invalidations.stop();
+    await database.close();
+    throw err;
+  }
+  const host = config.host === '0.0.0.0' || config.host === '::' ? '127.0.0.1' : config.host;
+  logger.info({ engine: http.engine, port: http.port, database: database.kind }, 'troupe listening');
+
+  let stopping: Promise<void> | null = null;
+  return {
+    url: `http://${host.includes(':') ? `[${host}]` : host}:${http.port}`,
+    port: http.port,
+    engine: http.engine,
+    resources,
+    initialKey: initial.created,
+    stop() {
+      stopping ??= (async () => {
+        resources.lifecycle.draining = true;
+        await http.close(config.shutdownGraceMs);
+        await invalidations.stop();
+        await database.close();
+        logger.info('troupe stopped');
+      })();
+      return stopping;
+    },
+  };
+}
