@@ -25,6 +25,7 @@ export function createApp(resources: Resources, routes: readonly Route[]): { han
 
   const handler: HttpHandler = async (request) => {
     const started = performance.now();
+    metrics.requestStarted();
     const incomingId = request.headers['x-request-id'];
     const requestId = incomingId && REQUEST_ID.test(incomingId) ? incomingId : newRequestId();
     let routeLabel = 'unmatched';

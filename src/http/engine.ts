@@ -1,6 +1,8 @@
 import type { Logger } from 'pino';
 import type { HttpEngineOptions, HttpServer } from './types.ts';
 
+type UwsModule = typeof import('./uws.ts'); // eslint-disable-line @typescript-eslint/consistent-type-imports -- loaded lazily: the native binary may not load
+
 /**
  * Starts the configured engine. `auto` prefers uWebSockets.js and falls back to node:http with
  * one warning when its native binary cannot load (it needs glibc >= 2.38).
@@ -11,7 +13,7 @@ export async function startHttpServer(
   logger: Logger,
 ): Promise<HttpServer> {
   if (engine !== 'node') {
-    let uws: typeof import('./uws.ts');
+    let uws: UwsModule;
     try {
       uws = await import('./uws.ts');
     } catch (err) {

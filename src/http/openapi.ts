@@ -19,6 +19,8 @@ const ERROR_TEXT: Record<number, string> = {
  * description cannot drift from what the server accepts.
  */
 export function buildOpenApi(routes: readonly Route[], version: string): Record<string, unknown> {
+  const components: Record<string, unknown> = {};
+  const toSchema = (schema: z.ZodType, io: 'input' | 'output') => toComponentSchema(schema, io, components);
   const paths: Record<string, Record<string, unknown>> = {};
   for (const route of routes) {
     const path = route.path.replace(/:([A-Za-z0-9_]+)/g, '{$1}');
@@ -26,8 +28,8 @@ export function buildOpenApi(routes: readonly Route[], version: string): Record<
       operationId: operationId(route),
       summary: route.summary,
       tags: route.tags,
-      parameters: [...parameters(route.params, 'path'), ...parameters(route.query, 'query')],
-      responses: responses(route),
+      parameters: [...parameters(route.params, 'path', toSchema), ...parameters(route.query, 'query', toSchema)],
+      responses: responses(route, toSchema),
     };
     if (route.auth === 'key') operation.security = [{ apiKey: [] }];
     if (route.auth === 'admin') operation.security = [{ adminToken: [] }];
@@ -52,12 +54,14 @@ export function buildOpenApi(routes: readonly Route[], version: string): Record<
         apiKey: { type: 'http', scheme: 'bearer', description: 'A project API key, sk-troupe-...' },
         adminToken: { type: 'http', scheme: 'bearer', description: 'TROUPE_ADMIN_TOKEN' },
       },
-      schemas: { Error: toSchema(ErrorSchema, 'output') },
+      schemas: { ...components, Error: toSchema(ErrorSchema, 'output') },
     },
   };
 }
 
-function responses(route: Route): Record<string, unknown> {
+type ToSchema = (schema: z.ZodType, io: 'input' | 'output') => Record<string, unknown>;
+
+function responses(route: Route, toSchema: ToSchema): Record<string, unknown> {
   const success: Record<string, unknown> = { description: route.response.description };
   if (route.response.schema) {
     success.content = { 'application/json': { schema: toSchema(route.response.schema, 'output') } };
@@ -81,7 +85,7 @@ function responses(route: Route): Record<string, unknown> {
   return out;
 }
 
-function parameters(schema: z.ZodType | undefined, where: 'path' | 'query'): unknown[] {
+function parameters(schema: z.ZodType | undefined, where: 'path' | 'query', toSchema: ToSchema): unknown[] {
   if (!schema) return [];
   const json = toSchema(schema, 'input') as { properties?: Record<string, unknown>; required?: string[] };
   return Object.entries(json.properties ?? {}).map(([name, property]) => ({
@@ -92,9 +96,19 @@ function parameters(schema: z.ZodType | undefined, where: 'path' | 'query'): unk
   }));
 }
 
-function toSchema(schema: z.ZodType, io: 'input' | 'output'): Record<string, unknown> {
-  const json = z.toJSONSchema(schema, { target: 'draft-2020-12', io, unrepresentable: 'any' }) as Record<string, unknown>;
+/** zod puts schemas with a `meta({id})` in `$defs`; they become shared components. */
+function toComponentSchema(schema: z.ZodType, io: 'input' | 'output', components: Record<string, unknown>): Record<string, unknown> {
+  const raw = z.toJSONSchema(schema, { target: 'draft-2020-12', io, unrepresentable: 'any' });
+  const json = JSON.parse(JSON.stringify(raw).replaceAll('"#/$defs/', '"#/components/schemas/')) as Record<string, unknown>;
   delete json.$schema;
+  const defs = json.$defs as Record<string, unknown> | undefined;
+  delete json.$defs;
+  if (defs) Object.assign(components, defs);
+  if (typeof json.id === 'string' && io === 'output') {
+    const { id, ...rest } = json;
+    components[id] = rest;
+    return { $ref: `#/components/schemas/${id}` };
+  }
   return json;
 }
 

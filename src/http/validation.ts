@@ -14,7 +14,7 @@ export function parseInput<T extends z.ZodType>(schema: T, value: unknown, root:
     throw new TroupeError('unknown_parameter', `Unrecognized request parameter: '${param}'.`, { param, detailCode: 'unknown_parameter' });
   }
   const param = formatPath(path);
-  if (issue.code === 'invalid_type' && issue.input === undefined) {
+  if ((issue.code === 'invalid_type' || issue.code === 'invalid_value') && issue.input === undefined) {
     throw new TroupeError('invalid_request', `Missing required parameter: '${param}'.`, { param, detailCode: 'missing_parameter' });
   }
   const message = param ? `Invalid '${param}': ${issue.message}.` : `Invalid request: ${issue.message}.`;

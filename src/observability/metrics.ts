@@ -1,10 +1,11 @@
-import { Counter, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 
 /** Prometheus metrics of one process; a registry per server so tests do not share counters. */
 export class Metrics {
   readonly registry = new Registry();
   readonly #requests: Counter<'method' | 'route' | 'status'>;
   readonly #duration: Histogram<'method' | 'route' | 'status'>;
+  readonly #inFlight: Gauge;
 
   constructor() {
     collectDefaultMetrics({ register: this.registry, prefix: 'troupe_' });
@@ -21,11 +22,21 @@ export class Metrics {
       buckets: [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10],
       registers: [this.registry],
     });
+    this.#inFlight = new Gauge({
+      name: 'troupe_http_requests_in_flight',
+      help: 'Requests received and not yet answered',
+      registers: [this.registry],
+    });
   }
 
-  /** `route` is the route pattern (never the raw path) so label cardinality stays bounded. */
+  requestStarted(): void {
+    this.#inFlight.inc();
+  }
+
+  /** Ends a request begun with requestStarted. `route` is the route pattern (never the raw path) so label cardinality stays bounded. */
   observeRequest(method: string, route: string, status: number, seconds: number): void {
     const labels = { method, route, status: String(status) };
+    this.#inFlight.dec();
     this.#requests.inc(labels);
     this.#duration.observe(labels, seconds);
   }
