@@ -26,6 +26,9 @@ async function main(): Promise<void> {
     );
   }
 
+  // Last, so anything waiting for this line also sees the banner above.
+  logger.info({ engine: server.engine, port: server.port, database: server.resources.database.kind }, 'troupe listening');
+
   let signalled = false;
   const shutdown = (signal: string) => {
     if (signalled) return;

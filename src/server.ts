@@ -80,7 +80,6 @@ export async function startServer(config: Config, logger: Logger): Promise<Runni
     throw err;
   }
   const host = config.host === '0.0.0.0' || config.host === '::' ? '127.0.0.1' : config.host;
-  logger.info({ engine: http.engine, port: http.port, database: database.kind }, 'troupe listening');
 
   let stopping: Promise<void> | null = null;
   return {

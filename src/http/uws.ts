@@ -12,11 +12,12 @@ export async function startUwsServer(options: HttpEngineOptions & { maxBodyBytes
   const app = uWS.App();
   let inFlight = 0;
   let drained: (() => void) | null = null;
+  const lifecycle = { closing: false };
 
   app.any('/*', (res, req) => {
     const request = capture(res, req, options.maxBodyBytes);
     inFlight++;
-    void respond(res, request, options).finally(() => {
+    void respond(res, request, options, lifecycle).finally(() => {
       inFlight--;
       if (inFlight === 0) drained?.();
     });
@@ -33,6 +34,7 @@ export async function startUwsServer(options: HttpEngineOptions & { maxBodyBytes
     engine: 'uws',
     port: uWS.us_socket_local_port(listenSocket),
     async close(graceMs) {
+      lifecycle.closing = true;
       uWS.us_listen_socket_close(listenSocket);
       if (inFlight > 0) {
         await Promise.race([
@@ -40,6 +42,9 @@ export async function startUwsServer(options: HttpEngineOptions & { maxBodyBytes
           new Promise<void>((resolve) => setTimeout(resolve, graceMs).unref()),
         ]);
       }
+      // uWS flushes writes corked outside its own callbacks at the end of a loop turn: let the
+      // last replies leave before the forced close.
+      await new Promise((resolve) => setImmediate(resolve));
       app.close();
     },
   };
@@ -81,7 +86,7 @@ function capture(res: uWS.HttpResponse, req: uWS.HttpRequest, maxBodyBytes: numb
   return { request, state };
 }
 
-async function respond(res: uWS.HttpResponse, captured: Captured, options: HttpEngineOptions): Promise<void> {
+async function respond(res: uWS.HttpResponse, captured: Captured, options: HttpEngineOptions, lifecycle: { closing: boolean }): Promise<void> {
   let reply: HttpReply;
   try {
     reply = await options.handler(captured.request);
@@ -93,7 +98,8 @@ async function respond(res: uWS.HttpResponse, captured: Captured, options: HttpE
   res.cork(() => {
     res.writeStatus(`${reply.status} ${STATUS_CODES[reply.status] ?? ''}`);
     for (const [name, value] of Object.entries(reply.headers)) res.writeHeader(name, value);
-    res.end(reply.body, reply.closeConnection === true);
+    // While shutting down, tell keep-alive clients not to send more on this connection.
+    res.end(reply.body, reply.closeConnection === true || lifecycle.closing);
   });
 }
 
