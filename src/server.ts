@@ -69,7 +69,6 @@ export async function startServer(config: Config, logger: Logger): Promise<Runni
         host: config.host,
         port: config.port,
         handler,
-        maxBodyBytes: config.maxJsonBodyBytes,
         onAdapterError: (err) => logger.error({ err }, 'http adapter failed'),
       },
       logger,

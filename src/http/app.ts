@@ -7,7 +7,8 @@ import type { Resources } from '../resources.ts';
 import { corsHeaders, preflightHeaders } from './cors.ts';
 import type { Route, RouteResult } from './route.ts';
 import { Router } from './router.ts';
-import type { HttpHandler, HttpReply, HttpRequest } from './types.ts';
+import { readBody } from './body.ts';
+import { isStreamReply, type BufferedReply, type HttpHandler, type HttpReply, type HttpRequest } from './types.ts';
 import { parseInput } from './validation.ts';
 
 const JSON_TYPE = 'application/json; charset=utf-8';
@@ -48,19 +49,32 @@ export function createApp(resources: Resources, routes: readonly Route[]): { han
     } catch (err) {
       reply = errorReply(err, requestId, request);
     }
-    if (request.method === 'HEAD') reply.body = '';
     reply.headers['x-request-id'] = requestId;
-    if (config.corsOrigins !== '*' && config.corsOrigins.length === 0) {
-      // CORS disabled: no headers at all.
-    } else {
+    if (config.corsOrigins === '*' || config.corsOrigins.length > 0) {
       Object.assign(reply.headers, corsHeaders(config.corsOrigins, request.headers.origin));
     }
-    const durationMs = performance.now() - started;
-    metrics.observeRequest(request.method, routeLabel, reply.status, durationMs / 1000);
-    logger.info(
-      { requestId, method: request.method, path: request.path, route: routeLabel, status: reply.status, durationMs: Math.round(durationMs * 1000) / 1000 },
-      'request',
-    );
+    const finished = (status: number) => {
+      const durationMs = performance.now() - started;
+      metrics.observeRequest(request.method, routeLabel, status, durationMs / 1000);
+      logger.info(
+        { requestId, method: request.method, path: request.path, route: routeLabel, status, durationMs: Math.round(durationMs * 1000) / 1000 },
+        'request',
+      );
+    };
+    if (isStreamReply(reply)) {
+      // A stream is logged and counted when it ends, so its duration covers the whole body.
+      const { stream, status } = reply;
+      reply.stream = async (sink) => {
+        try {
+          await stream(sink);
+        } finally {
+          finished(status);
+        }
+      };
+      return reply;
+    }
+    if (request.method === 'HEAD') reply.body = '';
+    finished(reply.status);
     return reply;
   };
 
@@ -108,7 +122,7 @@ export function createApp(resources: Resources, routes: readonly Route[]): { han
   }
 
   async function readJson(request: HttpRequest): Promise<unknown> {
-    const bytes = await request.readBody(config.maxJsonBodyBytes);
+    const bytes = await readBody(request, config.maxJsonBodyBytes);
     if (bytes.length === 0) return {};
     const type = request.headers['content-type'];
     if (type && !/^application\/([a-z.+-]*\+)?json\b/i.test(type)) {
@@ -121,7 +135,7 @@ export function createApp(resources: Resources, routes: readonly Route[]): { han
     }
   }
 
-  function errorReply(err: unknown, requestId: string, request: HttpRequest): HttpReply {
+  function errorReply(err: unknown, requestId: string, request: HttpRequest): BufferedReply {
     const mapped = toErrorBody(err, requestId);
     if (mapped.status >= 500) {
       logger.error({ err, requestId, method: request.method, path: request.path }, 'request failed');
@@ -137,7 +151,7 @@ export function createApp(resources: Resources, routes: readonly Route[]): { han
   return { handler, router };
 }
 
-function toReply(result: RouteResult, defaultStatus: number): HttpReply {
+function toReply(result: RouteResult, defaultStatus: number): BufferedReply {
   const status = result.status ?? defaultStatus;
   if (result.raw) {
     return { status, headers: { 'content-type': result.raw.contentType, ...result.headers }, body: result.raw.text };

@@ -9,7 +9,7 @@ type UwsModule = typeof import('./uws.ts'); // eslint-disable-line @typescript-e
  */
 export async function startHttpServer(
   engine: 'auto' | 'uws' | 'node',
-  options: HttpEngineOptions & { maxBodyBytes: number },
+  options: HttpEngineOptions,
   logger: Logger,
 ): Promise<HttpServer> {
   if (engine !== 'node') {

@@ -1,7 +1,10 @@
 import { STATUS_CODES, createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { TroupeError } from '../errors.ts';
-import type { HttpEngineOptions, HttpReply, HttpRequest, HttpServer } from './types.ts';
+import { BodyQueue } from './body-queue.ts';
+import { isStreamReply, type HttpEngineOptions, type HttpReply, type HttpRequest, type HttpServer, type ReplySink } from './types.ts';
+
+const BODY_HIGH_WATER_MARK = 64 * 1024;
+const INTERNAL_ERROR = '{"error":{"message":"Internal error","type":"api_error","param":null,"code":"internal_error"}}';
 
 /** The node:http engine: used where uWebSockets.js cannot load (e.g. glibc < 2.38). */
 export async function startNodeServer(options: HttpEngineOptions): Promise<HttpServer> {
@@ -49,21 +52,70 @@ async function serve(req: IncomingMessage, res: ServerResponse, options: HttpEng
   res.on('close', () => {
     if (!res.writableFinished) controller.abort();
   });
+  const body = new BodyQueue({ highWaterMark: BODY_HIGH_WATER_MARK, onDrain: () => req.resume() });
+  req.on('data', (chunk: Buffer) => {
+    if (!body.push(chunk)) req.pause();
+  });
+  req.on('end', () => body.end());
+  req.on('error', (err) => body.fail(err));
+  controller.signal.addEventListener('abort', () => body.fail(new Error('the client closed the connection')));
+
   let reply: HttpReply;
   try {
-    reply = await options.handler(toRequest(req, controller.signal));
+    reply = await options.handler(toRequest(req, controller.signal, body));
   } catch (err) {
     options.onAdapterError(err);
-    reply = { status: 500, headers: { 'content-type': 'application/json' }, body: '{"error":{"message":"Internal error","type":"api_error","param":null,"code":"internal_error"}}' };
+    reply = { status: 500, headers: { 'content-type': 'application/json' }, body: INTERNAL_ERROR };
   }
   if (res.destroyed) return;
-  if (reply.closeConnection) reply.headers.connection = 'close';
+  if (isStreamReply(reply)) {
+    await stream(res, reply.status, reply.headers, reply.stream, controller.signal, options);
+    return;
+  }
+  // A body we stopped reading (413, or a route that ignores it) must not be parsed as the next request.
+  if (reply.closeConnection || !body.complete) reply.headers.connection = 'close';
   reply.headers['content-length'] = String(typeof reply.body === 'string' ? Buffer.byteLength(reply.body) : reply.body.byteLength);
   res.writeHead(reply.status, STATUS_CODES[reply.status] ?? '', reply.headers);
   res.end(reply.body);
 }
 
-function toRequest(req: IncomingMessage, signal: AbortSignal): HttpRequest {
+async function stream(
+  res: ServerResponse,
+  status: number,
+  headers: Record<string, string>,
+  produce: (sink: ReplySink) => Promise<void>,
+  signal: AbortSignal,
+  options: HttpEngineOptions,
+): Promise<void> {
+  res.writeHead(status, STATUS_CODES[status] ?? '', headers);
+  res.flushHeaders();
+  const sink: ReplySink = {
+    async write(chunk) {
+      if (signal.aborted || res.destroyed) return false;
+      if (res.write(chunk)) return true;
+      return new Promise<boolean>((resolve) => {
+        const done = (ok: boolean) => {
+          res.off('drain', onDrain);
+          res.off('close', onClose);
+          resolve(ok);
+        };
+        const onDrain = () => done(true);
+        const onClose = () => done(false);
+        res.on('drain', onDrain);
+        res.on('close', onClose);
+      });
+    },
+  };
+  try {
+    await produce(sink);
+  } catch (err) {
+    options.onAdapterError(err);
+  } finally {
+    if (!res.destroyed) res.end();
+  }
+}
+
+function toRequest(req: IncomingMessage, signal: AbortSignal, body: BodyQueue): HttpRequest {
   const url = req.url ?? '/';
   const q = url.indexOf('?');
   const headers: Record<string, string> = {};
@@ -77,46 +129,6 @@ function toRequest(req: IncomingMessage, signal: AbortSignal): HttpRequest {
     headers,
     remoteAddress: req.socket.remoteAddress ?? '',
     signal,
-    readBody: (limit) => readBody(req, limit),
+    body,
   };
-}
-
-function readBody(req: IncomingMessage, limit: number): Promise<Uint8Array> {
-  const declared = Number(req.headers['content-length']);
-  if (Number.isFinite(declared) && declared > limit) return Promise.reject(tooLarge(limit));
-  return new Promise((resolve, reject) => {
-    const chunks: Buffer[] = [];
-    let size = 0;
-    const onData = (chunk: Buffer) => {
-      size += chunk.length;
-      if (size > limit) {
-        cleanup();
-        // Stop reading; the reply closes the connection so the rest is never buffered.
-        req.pause();
-        reject(tooLarge(limit));
-        return;
-      }
-      chunks.push(chunk);
-    };
-    const onEnd = () => {
-      cleanup();
-      resolve(chunks.length === 1 ? (chunks[0] as Buffer) : Buffer.concat(chunks));
-    };
-    const onError = (err: Error) => {
-      cleanup();
-      reject(err);
-    };
-    const cleanup = () => {
-      req.off('data', onData);
-      req.off('end', onEnd);
-      req.off('error', onError);
-    };
-    req.on('data', onData);
-    req.on('end', onEnd);
-    req.on('error', onError);
-  });
-}
-
-function tooLarge(limit: number): TroupeError {
-  return new TroupeError('payload_too_large', `The request body is larger than the ${limit}-byte limit.`);
 }

@@ -14,18 +14,42 @@ export interface HttpRequest {
   /** Aborted when the client goes away before the reply is written. */
   readonly signal: AbortSignal;
   /**
-   * Reads the whole body. Rejects with a `payload_too_large` TroupeError as soon as more than
-   * `limit` bytes arrive (or Content-Length announces more); the rest is not buffered.
+   * The body as it arrives, readable once, with backpressure: the engine stops reading from the
+   * socket while the consumer is behind. Stopping early leaves the rest unread; the reply then
+   * closes the connection. See `readBody` in body.ts for the size-capped whole-body read.
    */
-  readBody(limit: number): Promise<Uint8Array>;
+  body: AsyncIterable<Uint8Array>;
 }
 
-export interface HttpReply {
+/** A reply whose body is known in full. */
+export interface BufferedReply {
   status: number;
   headers: Record<string, string>;
   body: string | Uint8Array;
   /** Close the connection after this reply (e.g. an oversized body we stopped reading). */
   closeConnection?: boolean;
+}
+
+/** Where a streamed reply writes; e.g. server-sent events. */
+export interface ReplySink {
+  /**
+   * Resolves true once the engine can take more, false when the client is gone. Awaiting every
+   * write bounds what the server buffers for a slow reader to about one chunk.
+   */
+  write(chunk: string | Uint8Array): Promise<boolean>;
+}
+
+/** A reply streamed after its head; `stream` returns when the body is complete. */
+export interface StreamReply {
+  status: number;
+  headers: Record<string, string>;
+  stream: (sink: ReplySink) => Promise<void>;
+}
+
+export type HttpReply = BufferedReply | StreamReply;
+
+export function isStreamReply(reply: HttpReply): reply is StreamReply {
+  return 'stream' in reply;
 }
 
 export type HttpHandler = (request: HttpRequest) => Promise<HttpReply>;

@@ -1,23 +1,26 @@
 import { STATUS_CODES } from 'node:http';
 import uWS from 'uWebSockets.js';
-import { TroupeError } from '../errors.ts';
-import type { HttpEngineOptions, HttpReply, HttpRequest, HttpServer } from './types.ts';
+import { BodyQueue } from './body-queue.ts';
+import { isStreamReply, type HttpEngineOptions, type HttpReply, type HttpRequest, type HttpServer, type ReplySink } from './types.ts';
+
+const BODY_HIGH_WATER_MARK = 64 * 1024;
+const INTERNAL_ERROR = '{"error":{"message":"Internal error","type":"api_error","param":null,"code":"internal_error"}}';
 
 /**
  * The uWebSockets.js engine, the only file that touches uWS types. uWS requests live only
- * during the synchronous callback, so everything is copied out before the first await; the
- * body must be collected from `onData` right away, and replies are written inside `cork`.
+ * during the synchronous callback, so everything is copied out before the first await; body
+ * data goes only to an `onData` attached right away, and replies are written inside `cork`.
  */
-export async function startUwsServer(options: HttpEngineOptions & { maxBodyBytes: number }): Promise<HttpServer> {
+export async function startUwsServer(options: HttpEngineOptions): Promise<HttpServer> {
   const app = uWS.App();
   let inFlight = 0;
   let drained: (() => void) | null = null;
   const lifecycle = { closing: false };
 
   app.any('/*', (res, req) => {
-    const request = capture(res, req, options.maxBodyBytes);
+    const exchange = capture(res, req);
     inFlight++;
-    void respond(res, request, options, lifecycle).finally(() => {
+    void respond(res, exchange, options, lifecycle).finally(() => {
       inFlight--;
       if (inFlight === 0) drained?.();
     });
@@ -50,26 +53,39 @@ export async function startUwsServer(options: HttpEngineOptions & { maxBodyBytes
   };
 }
 
-interface Captured {
+interface Exchange {
   request: HttpRequest;
-  state: { aborted: boolean };
+  body: BodyQueue;
+  /** `finished`: the reply ended; uWS forbids touching `res` after that (or after an abort). */
+  state: { aborted: boolean; finished: boolean; onWritable: ((ok: boolean) => void) | null };
 }
 
-function capture(res: uWS.HttpResponse, req: uWS.HttpRequest, maxBodyBytes: number): Captured {
-  const state = { aborted: false };
+function capture(res: uWS.HttpResponse, req: uWS.HttpRequest): Exchange {
+  const state: Exchange['state'] = { aborted: false, finished: false, onWritable: null };
+  const usable = () => !state.aborted && !state.finished;
   const controller = new AbortController();
+  const body = new BodyQueue({ highWaterMark: BODY_HIGH_WATER_MARK, onDrain: () => usable() && res.resume() });
   res.onAborted(() => {
     state.aborted = true;
     controller.abort();
+    body.fail(new Error('the client closed the connection'));
+    state.onWritable?.(false);
   });
   const headers: Record<string, string> = {};
   req.forEach((name, value) => {
     headers[name] = name in headers ? `${headers[name]}, ${value}` : value;
   });
   const method = req.getCaseSensitiveMethod().toUpperCase();
-  const body = hasBody(method, headers) ? collectBody(res, headers, maxBodyBytes) : Promise.resolve(EMPTY);
-  // A route may never read the body (e.g. 401 first); its rejection must not go unhandled.
-  body.catch(() => {});
+  if (hasBody(method, headers)) {
+    res.onData((chunk, isLast) => {
+      // The ArrayBuffer is neutered when this callback returns: copy it.
+      // Data can still arrive after an early reply; it is dropped with the connection.
+      if (chunk.byteLength > 0 && !body.push(Buffer.from(new Uint8Array(chunk))) && usable()) res.pause();
+      if (isLast) body.end();
+    });
+  } else {
+    body.end();
+  }
   const request: HttpRequest = {
     method,
     path: req.getUrl(),
@@ -77,70 +93,83 @@ function capture(res: uWS.HttpResponse, req: uWS.HttpRequest, maxBodyBytes: numb
     headers,
     remoteAddress: Buffer.from(res.getRemoteAddressAsText()).toString(),
     signal: controller.signal,
-    readBody: async (limit) => {
-      const collected = await body;
-      if (collected.length > limit) throw tooLarge(limit);
-      return collected;
-    },
+    body,
   };
-  return { request, state };
+  return { request, body, state };
 }
 
-async function respond(res: uWS.HttpResponse, captured: Captured, options: HttpEngineOptions, lifecycle: { closing: boolean }): Promise<void> {
+async function respond(res: uWS.HttpResponse, exchange: Exchange, options: HttpEngineOptions, lifecycle: { closing: boolean }): Promise<void> {
   let reply: HttpReply;
   try {
-    reply = await options.handler(captured.request);
+    reply = await options.handler(exchange.request);
   } catch (err) {
     options.onAdapterError(err);
-    reply = { status: 500, headers: { 'content-type': 'application/json' }, body: '{"error":{"message":"Internal error","type":"api_error","param":null,"code":"internal_error"}}' };
+    reply = { status: 500, headers: { 'content-type': 'application/json' }, body: INTERNAL_ERROR };
   }
-  if (captured.state.aborted) return;
+  if (exchange.state.aborted) return;
+  if (isStreamReply(reply)) {
+    await stream(res, exchange, reply.status, reply.headers, reply.stream, options);
+    return;
+  }
+  // Close after replying while shutting down, or when part of the body was left unread
+  // (413, or a route that ignores it) so it is not parsed as the next request.
+  const close = reply.closeConnection === true || lifecycle.closing || !exchange.body.complete;
+  const { body } = reply;
   res.cork(() => {
-    res.writeStatus(`${reply.status} ${STATUS_CODES[reply.status] ?? ''}`);
-    for (const [name, value] of Object.entries(reply.headers)) res.writeHeader(name, value);
-    // While shutting down, tell keep-alive clients not to send more on this connection.
-    res.end(reply.body, reply.closeConnection === true || lifecycle.closing);
+    writeHead(res, reply.status, reply.headers);
+    res.end(body, close);
   });
+  exchange.state.finished = true;
 }
 
-const EMPTY = new Uint8Array(0);
+async function stream(
+  res: uWS.HttpResponse,
+  exchange: Exchange,
+  status: number,
+  headers: Record<string, string>,
+  produce: (sink: ReplySink) => Promise<void>,
+  options: HttpEngineOptions,
+): Promise<void> {
+  const { state } = exchange;
+  res.onWritable(() => {
+    const resume = state.onWritable;
+    state.onWritable = null;
+    resume?.(true);
+    return true;
+  });
+  res.cork(() => {
+    writeHead(res, status, headers);
+    res.write(''); // sends the head now, in chunked encoding
+  });
+  const sink: ReplySink = {
+    write(chunk) {
+      if (state.aborted) return Promise.resolve(false);
+      let accepted = true;
+      res.cork(() => {
+        accepted = res.write(chunk);
+      });
+      // uWS took the chunk but buffered it: wait until the socket drains before the next one.
+      if (accepted) return Promise.resolve(true);
+      return new Promise<boolean>((resolve) => (state.onWritable = resolve));
+    },
+  };
+  try {
+    await produce(sink);
+  } catch (err) {
+    options.onAdapterError(err);
+  } finally {
+    if (!state.aborted) res.cork(() => res.end());
+    state.finished = true;
+  }
+}
+
+function writeHead(res: uWS.HttpResponse, status: number, headers: Record<string, string>): void {
+  res.writeStatus(`${status} ${STATUS_CODES[status] ?? ''}`);
+  for (const [name, value] of Object.entries(headers)) res.writeHeader(name, value);
+}
 
 function hasBody(method: string, headers: Record<string, string>): boolean {
   if (method === 'GET' || method === 'HEAD' || method === 'OPTIONS') return false;
   const length = headers['content-length'];
   return headers['transfer-encoding'] !== undefined || (length !== undefined && length !== '0');
-}
-
-/**
- * uWS delivers body data only to a handler attached during the request callback, so the body is
- * collected eagerly, up to the engine-wide cap; routes then apply their own (smaller) limit.
- */
-function collectBody(res: uWS.HttpResponse, headers: Record<string, string>, maxBytes: number): Promise<Uint8Array> {
-  const declared = Number(headers['content-length']);
-  if (Number.isFinite(declared) && declared > maxBytes) {
-    // Swallow the data; the 413 reply closes the connection.
-    res.onData(() => {});
-    return Promise.reject(tooLarge(maxBytes));
-  }
-  return new Promise((resolve, reject) => {
-    const chunks: Buffer[] = [];
-    let size = 0;
-    let failed = false;
-    res.onData((chunk, isLast) => {
-      if (failed) return;
-      size += chunk.byteLength;
-      if (size > maxBytes) {
-        failed = true;
-        reject(tooLarge(maxBytes));
-        return;
-      }
-      // The ArrayBuffer is neutered when this callback returns: copy it.
-      chunks.push(Buffer.from(new Uint8Array(chunk)));
-      if (isLast) resolve(chunks.length === 1 ? (chunks[0] as Buffer) : Buffer.concat(chunks));
-    });
-  });
-}
-
-function tooLarge(limit: number): TroupeError {
-  return new TroupeError('payload_too_large', `The request body is larger than the ${limit}-byte limit.`);
 }
