@@ -3,6 +3,7 @@
 import { createServer, type IncomingHttpHeaders, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { setTimeout as delay } from 'node:timers/promises';
+import { eventQueue, readBody, sendError, sendJson, waitForClose, write } from './http.ts';
 import {
   chatCompletion,
   choiceDeltas,
@@ -34,7 +35,11 @@ export interface ChatScript {
   finishReason?: FinishReason;
   /** Answer with this HTTP error before any byte of a reply. */
   error?: ErrorSpec;
-  /** Stream only: destroy the socket after this many chunks, with no [DONE]. */
+  /**
+   * Stream only: destroy the socket after this many chunks, with no [DONE]. The client may lose
+   * chunks that arrive with the error (fetch discards a body stream's unread queue when it errors);
+   * when a test needs the client to have read them first, use stallAfterChunks and then breakOff().
+   */
   failAfterChunks?: number;
   /** Stream only: send this many chunks, then hold the response open until the client leaves. */
   stallAfterChunks?: number;
@@ -68,7 +73,7 @@ export interface RecordedRequest {
   /** The path without its query string, e.g. `/v1/chat/completions`. */
   path: string;
   headers: IncomingHttpHeaders;
-  /** The parsed JSON body; undefined when the body was empty or not JSON. */
+  /** The parsed JSON body; undefined when the body was empty, not JSON, or not read yet. */
   body: unknown;
   rawBody: string;
   /** True once the client has gone away before the reply finished. */
@@ -76,6 +81,8 @@ export interface RecordedRequest {
   outcome: RequestOutcome;
   /** Resolves when the exchange ends, whichever way. */
   settled: Promise<RequestOutcome>;
+  /** Destroys the connection now, as an upstream crash would (outcome `broken`); no-op once ended. */
+  breakOff(): void;
 }
 
 export interface FakeUpstream {
@@ -88,7 +95,10 @@ export interface FakeUpstream {
   readonly pendingScripts: number;
   /** Queues replies for the next chat completion requests, first in first out. */
   script(...replies: ChatScript[]): void;
-  /** The oldest request not yet handed out by this method, waiting for one if there is none. */
+  /**
+   * The oldest request not yet handed out by this method, waiting for one if there is none. A
+   * request is handed out once its body is read; `requests` lists it from its first byte.
+   */
   nextRequest(): Promise<RecordedRequest>;
   /** Like nextRequest, over requests the client aborted. */
   nextAbort(): Promise<RecordedRequest>;
@@ -96,29 +106,6 @@ export interface FakeUpstream {
 }
 
 export const DEFAULT_MODELS = ['fake-chat-1', 'fake-embed-1'];
-
-/** Each call hands out one pushed item in order: events already seen are not lost to a late waiter. */
-function eventQueue<T>() {
-  const ready: T[] = [];
-  const waiting: { resolve: (value: T) => void; reject: (error: Error) => void }[] = [];
-  let failure: Error | null = null;
-  return {
-    push(value: T): void {
-      const waiter = waiting.shift();
-      if (waiter) waiter.resolve(value);
-      else ready.push(value);
-    },
-    next(): Promise<T> {
-      if (ready.length > 0) return Promise.resolve(ready.shift() as T);
-      if (failure) return Promise.reject(failure);
-      return new Promise((resolve, reject) => waiting.push({ resolve, reject }));
-    },
-    fail(error: Error): void {
-      failure = error;
-      for (const waiter of waiting.splice(0)) waiter.reject(error);
-    },
-  };
-}
 
 export function defaultEcho(body: Record<string, unknown>): ChatScript {
   const messages = Array.isArray(body.messages) ? (body.messages as unknown[]) : [];
@@ -136,6 +123,7 @@ export async function startFakeUpstream(options: FakeUpstreamOptions = {}): Prom
   const abortEvents = eventQueue<RecordedRequest>();
   let aborts = 0;
   let closing = false;
+  let closed: Promise<void> | undefined;
   let completions = 0;
 
   const server = createServer((req, res) => {
@@ -148,14 +136,19 @@ export async function startFakeUpstream(options: FakeUpstreamOptions = {}): Prom
   });
 
   async function handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
-    const rawBody = await readBody(req);
-    let body: unknown;
+    // Recorded before the body is read, so a client that gives up mid-upload still counts as an abort.
+    const rec = record(req, res);
     try {
-      body = rawBody ? JSON.parse(rawBody) : undefined;
+      rec.rawBody = await readBody(req);
     } catch {
-      body = undefined;
+      return; // the client left; the close handler has recorded it
     }
-    const rec = record(req, res, rawBody, body);
+    try {
+      rec.body = rec.rawBody ? JSON.parse(rec.rawBody) : undefined;
+    } catch {
+      rec.body = undefined;
+    }
+    const body = rec.body;
     arrivals.push(rec);
 
     if (options.requireApiKey !== undefined && req.headers.authorization !== `Bearer ${options.requireApiKey}`) {
@@ -177,18 +170,23 @@ export async function startFakeUpstream(options: FakeUpstreamOptions = {}): Prom
     sendError(res, { status: 404, type: 'invalid_request_error', message: `Invalid URL (${method} ${rec.path})` });
   }
 
-  function record(req: IncomingMessage, res: ServerResponse, rawBody: string, body: unknown): RecordedRequest {
+  function record(req: IncomingMessage, res: ServerResponse): RecordedRequest {
     let settle: (outcome: RequestOutcome) => void = () => {};
     const rec: RecordedRequest = {
       seq: requests.length + 1,
       method: req.method ?? 'GET',
       path: (req.url ?? '/').split('?')[0] ?? '/',
       headers: req.headers,
-      body,
-      rawBody,
+      body: undefined,
+      rawBody: '',
       aborted: false,
       outcome: 'pending',
       settled: new Promise((resolve) => (settle = resolve)),
+      breakOff() {
+        if (rec.outcome !== 'pending') return;
+        rec.outcome = 'broken';
+        res.destroy();
+      },
     };
     requests.push(rec);
     res.on('close', () => {
@@ -239,7 +237,7 @@ export async function startFakeUpstream(options: FakeUpstreamOptions = {}): Prom
     res.writeHead(200, { 'content-type': 'text/event-stream; charset=utf-8', 'cache-control': 'no-cache', connection: 'keep-alive' });
     res.flushHeaders();
     for (const [sent, data] of chunks.entries()) {
-      if (script.failAfterChunks === sent) return breakOff(res, rec);
+      if (script.failAfterChunks === sent) return rec.breakOff();
       if (script.stallAfterChunks === sent) return void (await waitForClose(res));
       if (sent > 0 && script.chunkDelayMs) {
         try {
@@ -250,15 +248,10 @@ export async function startFakeUpstream(options: FakeUpstreamOptions = {}): Prom
       }
       if (!(await write(res, `data: ${JSON.stringify(data)}\n\n`))) return;
     }
-    if (script.failAfterChunks !== undefined && script.failAfterChunks >= chunks.length) return breakOff(res, rec);
+    if (script.failAfterChunks !== undefined && script.failAfterChunks >= chunks.length) return rec.breakOff();
     if (script.stallAfterChunks !== undefined && script.stallAfterChunks >= chunks.length) return void (await waitForClose(res));
     if (!(await write(res, 'data: [DONE]\n\n'))) return;
     res.end();
-  }
-
-  function breakOff(res: ServerResponse, rec: RecordedRequest): void {
-    rec.outcome = 'broken';
-    res.destroy();
   }
 
   function embeddings(res: ServerResponse, body: unknown): void {
@@ -301,13 +294,14 @@ export async function startFakeUpstream(options: FakeUpstreamOptions = {}): Prom
     },
     nextRequest: () => arrivals.next(),
     nextAbort: () => abortEvents.next(),
-    async close() {
+    close() {
+      if (closed) return closed;
       closing = true;
       arrivals.fail(new Error('fake upstream closed'));
       abortEvents.fail(new Error('fake upstream closed'));
-      const closed = new Promise<void>((resolve) => server.close(() => resolve()));
+      closed = new Promise<void>((resolve) => server.close(() => resolve()));
       server.closeAllConnections();
-      await closed;
+      return closed;
     },
   };
 }
@@ -346,45 +340,4 @@ function invalid(message: string, param: string | null): ErrorSpec {
 
 function nowSeconds(): number {
   return Math.floor(Date.now() / 1000);
-}
-
-function readBody(req: IncomingMessage): Promise<string> {
-  return new Promise((resolve, reject) => {
-    const parts: Buffer[] = [];
-    req.on('data', (part: Buffer) => parts.push(part));
-    req.on('end', () => resolve(Buffer.concat(parts).toString('utf8')));
-    req.on('error', reject);
-  });
-}
-
-function sendJson(res: ServerResponse, status: number, payload: unknown, headers: Record<string, string> = {}): void {
-  const text = JSON.stringify(payload);
-  res.writeHead(status, { ...headers, 'content-type': 'application/json', 'content-length': Buffer.byteLength(text) });
-  res.end(text);
-}
-
-function sendError(res: ServerResponse, spec: ErrorSpec): void {
-  sendJson(res, spec.status, errorBody(spec), spec.headers);
-}
-
-/** Writes with backpressure; false once the client is gone. */
-async function write(res: ServerResponse, text: string): Promise<boolean> {
-  if (res.destroyed) return false;
-  if (!res.write(text)) {
-    await new Promise<void>((resolve) => {
-      const done = () => {
-        res.off('drain', done);
-        res.off('close', done);
-        resolve();
-      };
-      res.on('drain', done);
-      res.on('close', done);
-    });
-  }
-  return !res.destroyed;
-}
-
-function waitForClose(res: ServerResponse): Promise<void> {
-  if (res.destroyed) return Promise.resolve();
-  return new Promise((resolve) => res.once('close', () => resolve()));
 }
