@@ -51,8 +51,31 @@ const ConfigSchema = z
     METRICS_PUBLIC: boolFromEnv.default(true),
     /** Base URL the `troupe` CLI talks to. */
     TROUPE_URL: z.url().optional(),
+    /** OpenAI-compatible inference server, as the openai SDK's baseURL (e.g. http://localhost:11434/v1). */
+    INFERENCE_BASE_URL: z.url().optional(),
+    /** Key sent to the inference server; many local servers accept anything. */
+    INFERENCE_API_KEY: z.string().min(1).optional(),
+    /** Model characters use when they answer. */
+    INFERENCE_MODEL: z.string().min(1).optional(),
+    /** Time allowed for the upstream to answer with response headers, in ms. */
+    INFERENCE_CONNECT_TIMEOUT_MS: z.coerce.number().int().min(100).max(600_000).default(10_000),
+    /** Time allowed from sending the request to the first streamed token, in ms. */
+    INFERENCE_FIRST_TOKEN_TIMEOUT_MS: z.coerce.number().int().min(100).max(600_000).default(30_000),
+    /** Time allowed for a whole completion, in ms. */
+    INFERENCE_TOTAL_TIMEOUT_MS: z.coerce.number().int().min(100).max(3_600_000).default(300_000),
+    /** Retries of an upstream call that failed before any byte reached our client. */
+    INFERENCE_MAX_RETRIES: z.coerce.number().int().min(0).max(10).default(2),
+    /** How long the upstream's model list is cached, in ms. */
+    INFERENCE_MODELS_TTL_MS: z.coerce.number().int().min(0).max(86_400_000).default(60_000),
   })
   .superRefine((env, ctx) => {
+    if (env.INFERENCE_MODEL && !env.INFERENCE_BASE_URL) {
+      ctx.addIssue({
+        code: 'custom',
+        path: ['INFERENCE_BASE_URL'],
+        message: 'is not set but INFERENCE_MODEL is; set the URL of the OpenAI-compatible server (e.g. http://localhost:11434/v1)',
+      });
+    }
     if (!env.METRICS_PUBLIC && !env.TROUPE_ADMIN_TOKEN) {
       ctx.addIssue({
         code: 'custom',
@@ -81,6 +104,18 @@ export interface Config {
   cacheMaxEntries: number;
   metricsPublic: boolean;
   cliUrl: string | undefined;
+  inference: InferenceConfig;
+}
+
+export interface InferenceConfig {
+  baseUrl: string | undefined;
+  apiKey: string | undefined;
+  model: string | undefined;
+  connectTimeoutMs: number;
+  firstTokenTimeoutMs: number;
+  totalTimeoutMs: number;
+  maxRetries: number;
+  modelsTtlMs: number;
 }
 
 export class ConfigError extends Error {
@@ -120,6 +155,16 @@ export function loadConfig(env: EnvInput): Config {
     cacheMaxEntries: e.CACHE_MAX_ENTRIES,
     metricsPublic: e.METRICS_PUBLIC,
     cliUrl: e.TROUPE_URL,
+    inference: {
+      baseUrl: e.INFERENCE_BASE_URL,
+      apiKey: e.INFERENCE_API_KEY,
+      model: e.INFERENCE_MODEL,
+      connectTimeoutMs: e.INFERENCE_CONNECT_TIMEOUT_MS,
+      firstTokenTimeoutMs: e.INFERENCE_FIRST_TOKEN_TIMEOUT_MS,
+      totalTimeoutMs: e.INFERENCE_TOTAL_TIMEOUT_MS,
+      maxRetries: e.INFERENCE_MAX_RETRIES,
+      modelsTtlMs: e.INFERENCE_MODELS_TTL_MS,
+    },
   };
 }
 

@@ -4,6 +4,7 @@ import type { CapabilityService } from './capabilities/service.ts';
 import type { CharacterService } from './characters/service.ts';
 import type { Config } from './config.ts';
 import type { Database } from './db/database.ts';
+import type { ChatCompletionService } from './inference/chat.ts';
 import type { Metrics } from './observability/metrics.ts';
 import type { ProjectService } from './projects/service.ts';
 
@@ -17,6 +18,7 @@ export interface Resources {
   projects: ProjectService;
   characters: CharacterService;
   capabilities: CapabilityService;
+  chat: ChatCompletionService;
   /** Flips to true when shutdown starts, so /readyz tells load balancers to stop sending. */
   lifecycle: { draining: boolean };
 }

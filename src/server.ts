@@ -5,6 +5,8 @@ import { CapabilityService } from './capabilities/service.ts';
 import { CharacterService } from './characters/service.ts';
 import type { Config } from './config.ts';
 import { openDatabase } from './db/database.ts';
+import { ChatCompletionService } from './inference/chat.ts';
+import { InferenceUpstream } from './inference/upstream.ts';
 import { createApp } from './http/app.ts';
 import { startHttpServer } from './http/engine.ts';
 import { buildOpenApi } from './http/openapi.ts';
@@ -12,6 +14,7 @@ import { adminRoutes } from './http/routes/admin.ts';
 import { capabilityRoutes } from './http/routes/capabilities.ts';
 import { characterRoutes } from './http/routes/characters.ts';
 import { metaRoutes } from './http/routes/meta.ts';
+import { v1Routes } from './http/routes/v1.ts';
 import type { Route } from './http/route.ts';
 import type { HttpServer } from './http/types.ts';
 import { Metrics } from './observability/metrics.ts';
@@ -40,6 +43,10 @@ export async function startServer(config: Config, logger: Logger): Promise<Runni
   const invalidations = new Invalidations(database);
   await invalidations.start();
   const cacheOptions = { db: database.db, invalidations, cacheMaxEntries: config.cacheMaxEntries };
+  const characters = new CharacterService(cacheOptions);
+  const capabilities = new CapabilityService({ db: database.db, invalidations });
+  const upstream = new InferenceUpstream(config.inference, logger);
+  if (!upstream.configured) logger.warn('no inference backend configured: set INFERENCE_BASE_URL and INFERENCE_MODEL for characters to answer');
   const resources: Resources = {
     config,
     logger,
@@ -47,8 +54,9 @@ export async function startServer(config: Config, logger: Logger): Promise<Runni
     invalidations,
     metrics: new Metrics(),
     projects: new ProjectService(cacheOptions),
-    characters: new CharacterService(cacheOptions),
-    capabilities: new CapabilityService({ db: database.db, invalidations }),
+    characters,
+    capabilities,
+    chat: new ChatCompletionService({ upstream, characters, capabilities }),
     lifecycle: { draining: false },
   };
   const initial = await resources.projects.ensureInitialKey(config.bootstrapKey);
@@ -56,7 +64,7 @@ export async function startServer(config: Config, logger: Logger): Promise<Runni
     logger.warn('TROUPE_BOOTSTRAP_KEY was revoked through the admin API and stays revoked; remove it or set a new one');
   }
 
-  const apiRoutes = [...characterRoutes, ...capabilityRoutes, ...adminRoutes];
+  const apiRoutes = [...characterRoutes, ...capabilityRoutes, ...v1Routes, ...adminRoutes];
   let openapi: Record<string, unknown> | null = null;
   const routes: Route[] = [...metaRoutes(() => (openapi ??= buildOpenApi(routes, packageJson.version))), ...apiRoutes];
   const { handler } = createApp(resources, routes);

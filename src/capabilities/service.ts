@@ -1,4 +1,4 @@
-import { and, asc, eq, gt } from 'drizzle-orm';
+import { and, asc, eq, gt, inArray } from 'drizzle-orm';
 import type { Invalidations } from '../cache/invalidations.ts';
 import type { Db } from '../db/database.ts';
 import { capabilities, characterCapabilities } from '../db/schema.ts';
@@ -47,6 +47,17 @@ export class CapabilityService {
       .where(and(eq(capabilities.projectId, projectId), eq(capabilities.id, id)));
     if (!row) throw notFound('capability', id);
     return toCapability(row);
+  }
+
+  /** The capabilities with these ids, in the order given; ids that do not exist are skipped. */
+  async getMany(projectId: string, ids: readonly string[]): Promise<Capability[]> {
+    if (ids.length === 0) return [];
+    const rows = await this.#db
+      .select()
+      .from(capabilities)
+      .where(and(eq(capabilities.projectId, projectId), inArray(capabilities.id, [...ids])));
+    const byId = new Map(rows.map((r) => [r.id, toCapability(r)]));
+    return ids.flatMap((id) => byId.get(id) ?? []);
   }
 
   async update(projectId: string, id: string, input: UpdateCapabilityInput): Promise<Capability> {

@@ -53,6 +53,17 @@ export class CharacterService {
     return listCharacters(this.#db, projectId, page);
   }
 
+  /** Every character of the project, page by page (for the /v1 model list). */
+  async listAll(projectId: string): Promise<Character[]> {
+    const all: Character[] = [];
+    for (let after: string | undefined; ; ) {
+      const page = await listCharacters(this.#db, projectId, { limit: 1000, after });
+      all.push(...page);
+      if (page.length < 1000) return all;
+      after = page.at(-1)?.id;
+    }
+  }
+
   async create(projectId: string, input: CreateCharacterInput): Promise<Character> {
     return this.#db.transaction(async (tx) => {
       const { capabilityGroupIds, ...fields } = input;

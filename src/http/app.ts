@@ -151,8 +151,9 @@ export function createApp(resources: Resources, routes: readonly Route[]): { han
   return { handler, router };
 }
 
-function toReply(result: RouteResult, defaultStatus: number): BufferedReply {
+function toReply(result: RouteResult, defaultStatus: number): HttpReply {
   const status = result.status ?? defaultStatus;
+  if (result.stream) return { status, headers: { ...result.headers }, stream: result.stream };
   if (result.raw) {
     return { status, headers: { 'content-type': result.raw.contentType, ...result.headers }, body: result.raw.text };
   }

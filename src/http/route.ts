@@ -1,6 +1,7 @@
 import type { z } from 'zod';
 import type { Principal } from '../projects/service.ts';
 import type { Resources } from '../resources.ts';
+import type { ReplySink } from './types.ts';
 
 export type Auth = 'none' | 'key' | 'admin' | 'metrics';
 
@@ -23,6 +24,8 @@ export interface RouteResult {
   headers?: Record<string, string>;
   /** Body already serialized (e.g. Prometheus text). */
   raw?: { contentType: string; text: string };
+  /** A streamed body (e.g. server-sent events); `headers` should set its content type. */
+  stream?: (sink: ReplySink) => Promise<void>;
 }
 
 export interface RouteDefinition<P extends z.ZodType, Q extends z.ZodType, B extends z.ZodType> {

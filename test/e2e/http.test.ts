@@ -137,6 +137,7 @@ describe.each(BACKENDS)(`HTTP layer (engine ${HTTP_ENGINE}) on $kind`, (backend)
       'delete /capabilities/{capabilityId}',
       'post /admin/projects', 'get /admin/projects', 'post /admin/projects/{projectId}/keys',
       'get /admin/projects/{projectId}/keys', 'delete /admin/keys/{keyId}',
+      'get /v1/models', 'get /v1/models/{model}', 'post /v1/chat/completions',
     ];
     expect(routes.sort()).toEqual(expected.sort());
     const create = doc.paths['/characters'].post;

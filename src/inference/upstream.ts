@@ -1,0 +1,180 @@
+import OpenAI from 'openai';
+import type { ChatCompletion, ChatCompletionChunk, ChatCompletionCreateParamsNonStreaming, ChatCompletionCreateParamsStreaming } from 'openai/resources/chat/completions';
+import type { Logger } from 'pino';
+import type { InferenceConfig } from '../config.ts';
+import { TroupeError } from '../errors.ts';
+
+export interface UpstreamModel {
+  id: string;
+  created: number;
+  owned_by: string;
+}
+
+/** A started stream: the first chunk already arrived, so the call can no longer fail "before the first byte". */
+export interface UpstreamStream {
+  first: ChatCompletionChunk;
+  rest: AsyncIterator<ChatCompletionChunk>;
+  /** Ends the upstream request (client gone, or we are done). */
+  cancel(): void;
+}
+
+/**
+ * The inference backend: any OpenAI-compatible server, reached through the openai SDK. The
+ * SDK retries only failures before response headers, i.e. before anything reached our client.
+ * A timeout until headers (connect), one until the first streamed token and one for the whole
+ * call bound every request.
+ */
+export class InferenceUpstream {
+  readonly #config: InferenceConfig;
+  readonly #client: OpenAI | null;
+  readonly #logger: Logger;
+  #models: { at: number; list: Promise<UpstreamModel[]> } | null = null;
+
+  constructor(config: InferenceConfig, logger: Logger) {
+    this.#config = config;
+    this.#logger = logger;
+    this.#client = config.baseUrl
+      ? new OpenAI({
+          baseURL: config.baseUrl,
+          apiKey: config.apiKey ?? 'unused',
+          timeout: config.connectTimeoutMs,
+          maxRetries: config.maxRetries,
+        })
+      : null;
+  }
+
+  get configured(): boolean {
+    return this.#client !== null;
+  }
+
+  /** The model characters answer with. */
+  characterModel(): string {
+    this.#require();
+    if (!this.#config.model) {
+      throw new TroupeError('upstream_unavailable', 'No model for characters is configured: set INFERENCE_MODEL to a model the inference server serves.', {
+        detailCode: 'inference_model_not_configured',
+      });
+    }
+    return this.#config.model;
+  }
+
+  /** The upstream's models, cached for INFERENCE_MODELS_TTL_MS; [] when no upstream is configured. */
+  async listModels(): Promise<UpstreamModel[]> {
+    const client = this.#client;
+    if (!client) return [];
+    const now = Date.now();
+    if (!this.#models || now - this.#models.at > this.#config.modelsTtlMs) {
+      const list = (async () => {
+        const models: UpstreamModel[] = [];
+        for await (const m of client.models.list()) {
+          models.push({ id: m.id, created: m.created ?? 0, owned_by: m.owned_by ?? 'upstream' });
+        }
+        return models;
+      })();
+      this.#models = { at: now, list };
+      // A failed fetch must not stay cached.
+      list.catch(() => {
+        if (this.#models?.list === list) this.#models = null;
+      });
+    }
+    try {
+      return await this.#models.list;
+    } catch (err) {
+      throw this.#mapError(err);
+    }
+  }
+
+  async complete(params: ChatCompletionCreateParamsNonStreaming, signal: AbortSignal): Promise<ChatCompletion> {
+    const client = this.#require();
+    const total = AbortSignal.any([signal, AbortSignal.timeout(this.#config.totalTimeoutMs)]);
+    try {
+      return await client.chat.completions.create(params, { signal: total });
+    } catch (err) {
+      throw this.#mapError(err, signal);
+    }
+  }
+
+  /** Resolves once the first chunk arrived; failures until then reject (nothing was sent yet). */
+  async stream(params: ChatCompletionCreateParamsStreaming, signal: AbortSignal): Promise<UpstreamStream> {
+    const client = this.#require();
+    const controller = new AbortController();
+    const total = AbortSignal.any([signal, controller.signal, AbortSignal.timeout(this.#config.totalTimeoutMs)]);
+    const firstTokenTimer = setTimeout(() => controller.abort(new FirstTokenTimeout()), this.#config.firstTokenTimeoutMs);
+    try {
+      const stream = await client.chat.completions.create(params, { signal: total });
+      const iterator = stream[Symbol.asyncIterator]();
+      const first = await iterator.next();
+      if (first.done) throw new TroupeError('upstream_error', 'The inference server ended the stream without sending anything.');
+      return {
+        first: first.value,
+        rest: iterator,
+        cancel: () => controller.abort(),
+      };
+    } catch (err) {
+      controller.abort();
+      if (controller.signal.reason instanceof FirstTokenTimeout) {
+        throw new TroupeError('upstream_unavailable', `The inference server sent no token within ${this.#config.firstTokenTimeoutMs} ms (INFERENCE_FIRST_TOKEN_TIMEOUT_MS).`, {
+          detailCode: 'upstream_timeout',
+        });
+      }
+      throw this.#mapError(err, signal);
+    } finally {
+      clearTimeout(firstTokenTimer);
+    }
+  }
+
+  /** Maps SDK failures to our errors: the caller's mistakes stay 4xx, everything else is a 502. */
+  mapError(err: unknown, signal?: AbortSignal): TroupeError {
+    return this.#mapError(err, signal);
+  }
+
+  #mapError(err: unknown, signal?: AbortSignal): TroupeError {
+    if (err instanceof TroupeError) return err;
+    if (signal?.aborted) return new TroupeError('upstream_error', 'The request was cancelled by the client.', { cause: err, detailCode: 'client_closed' });
+    if (err instanceof OpenAI.APIConnectionTimeoutError || err instanceof OpenAI.APIUserAbortError) {
+      return new TroupeError('upstream_unavailable', `The inference server at ${this.#config.baseUrl} did not answer in time (INFERENCE_CONNECT_TIMEOUT_MS / INFERENCE_TOTAL_TIMEOUT_MS).`, {
+        cause: err,
+        detailCode: 'upstream_timeout',
+      });
+    }
+    if (err instanceof OpenAI.APIConnectionError) {
+      return new TroupeError('upstream_unavailable', `The inference server at ${this.#config.baseUrl} is unreachable; check INFERENCE_BASE_URL.`, {
+        cause: err,
+        detailCode: 'upstream_unavailable',
+      });
+    }
+    if (err instanceof OpenAI.APIError && err.status !== undefined) {
+      const message = err.error && typeof err.error === 'object' && 'message' in err.error ? String(err.error.message) : err.message;
+      // A bad request is the caller's to fix; the upstream's auth and server problems are ours.
+      if (err.status === 400 || err.status === 422) {
+        return new TroupeError('invalid_request', `The inference server rejected the request: ${message}`, { cause: err, detailCode: 'upstream_rejected' });
+      }
+      if (err.status === 429) {
+        return new TroupeError('rate_limited', `The inference server is rate limiting: ${message}`, {
+          cause: err,
+          headers: retryAfter(err.headers),
+        });
+      }
+      this.#logger.warn({ status: err.status, upstreamMessage: message }, 'inference server answered with an error');
+      return new TroupeError('upstream_error', `The inference server answered ${err.status}: ${message}`, { cause: err });
+    }
+    this.#logger.error({ err }, 'inference call failed');
+    return new TroupeError('upstream_error', 'The inference call failed.', { cause: err });
+  }
+
+  #require(): OpenAI {
+    if (!this.#client) {
+      throw new TroupeError('upstream_unavailable', 'No inference backend is configured: set INFERENCE_BASE_URL (and INFERENCE_MODEL for characters).', {
+        detailCode: 'inference_not_configured',
+      });
+    }
+    return this.#client;
+  }
+}
+
+class FirstTokenTimeout extends Error {}
+
+function retryAfter(headers: Headers | undefined): Record<string, string> {
+  const value = headers?.get('retry-after');
+  return value ? { 'retry-after': value } : {};
+}
