@@ -227,3 +227,46 @@ async function closedPort(): Promise<number> {
   await new Promise<void>((resolve) => server.close(() => resolve()));
   return port;
 }
+
+describe.each(BACKENDS)('/v1 upstream timeouts and retries on $kind', (backend) => {
+  it('answers 502 when no token arrives within INFERENCE_FIRST_TOKEN_TIMEOUT_MS, and cancels the upstream call', async () => {
+    const f = await startV1Fixture(backend, { INFERENCE_FIRST_TOKEN_TIMEOUT_MS: '200' });
+    try {
+      const ch = await f.api.post('/characters', { name: 'Silent' }).expect(201);
+      f.upstream.script({ text: 'never sent', stallAfterChunks: 0 });
+      const aborted = f.upstream.nextAbort();
+      const res = await f.api.post('/v1/chat/completions', { model: ch.id, messages: [{ role: 'user', content: 'x' }] });
+      expect(res.status).toBe(502);
+      expect(res.body.error).toMatchObject({ type: 'api_error', code: 'upstream_timeout' });
+      expect(res.body.error.message).toContain('INFERENCE_FIRST_TOKEN_TIMEOUT_MS');
+      expect((await aborted).path).toBe('/v1/chat/completions');
+    } finally {
+      await f.close();
+    }
+  });
+
+  it('retries an upstream failure that happened before any byte reached the client', async () => {
+    const f = await startV1Fixture(backend, { INFERENCE_MAX_RETRIES: '2' });
+    try {
+      const ch = await f.api.post('/characters', { name: 'Patient' }).expect(201);
+      f.upstream.script({ error: { status: 503, type: 'server_error', message: 'busy' } }, { text: 'second time lucky' });
+      const completion = await f.openai.chat.completions.create({ model: ch.id, stream: false, messages: [{ role: 'user', content: 'x' }] });
+      expect(completion.choices[0]?.message.content).toBe('second time lucky');
+      f.upstream.script({ error: { status: 503, type: 'server_error', message: 'busy' } }, { text: 'streamed after retry' });
+      let text = '';
+      for await (const c of await f.openai.chat.completions.create({ model: ch.id, stream: true, messages: [{ role: 'user', content: 'x' }] })) {
+        text += c.choices[0]?.delta.content ?? '';
+      }
+      expect(text).toBe('streamed after retry');
+      // A rejected request is the caller's to fix: not retried, and passed on as a 400.
+      f.upstream.script({ error: { status: 400, type: 'invalid_request_error', message: 'context too long' } });
+      const before = f.upstream.requests.length;
+      const res = await f.api.post('/v1/chat/completions', { model: ch.id, stream: false, messages: [{ role: 'user', content: 'x' }] });
+      expect(res.status).toBe(400);
+      expect(res.body.error.message).toContain('context too long');
+      expect(f.upstream.requests.length).toBe(before + 1);
+    } finally {
+      await f.close();
+    }
+  });
+});
