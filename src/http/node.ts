@@ -1,10 +1,24 @@
 import { STATUS_CODES, createServer, type IncomingMessage, type ServerResponse } from 'node:http';
-import type { AddressInfo } from 'node:net';
+import type { AddressInfo, Socket } from 'node:net';
+import { WebSocketServer, type WebSocket } from 'ws';
+import { guard, INTERNAL_ERROR_BODY } from './adapter-support.ts';
 import { BodyQueue } from './body-queue.ts';
-import { isStreamReply, type HttpEngineOptions, type HttpReply, type HttpRequest, type HttpServer, type ReplySink } from './types.ts';
+import {
+  isStreamReply,
+  isWebSocketHandler,
+  type BufferedReply,
+  type HttpEngineOptions,
+  type HttpReply,
+  type HttpRequest,
+  type HttpServer,
+  type ReplySink,
+  type WebSocketHandler,
+  type WebSocketSession,
+} from './types.ts';
 
 const BODY_HIGH_WATER_MARK = 64 * 1024;
-const INTERNAL_ERROR = '{"error":{"message":"Internal error","type":"api_error","param":null,"code":"internal_error"}}';
+const DEFAULT_WS_MESSAGE_BYTES = 1024 * 1024;
+const DEFAULT_WS_BUFFER_BYTES = 1024 * 1024;
 
 /** The node:http engine: used where uWebSockets.js cannot load (e.g. glibc < 2.38). */
 export async function startNodeServer(options: HttpEngineOptions): Promise<HttpServer> {
@@ -20,6 +34,15 @@ export async function startNodeServer(options: HttpEngineOptions): Promise<HttpS
   });
   // Keep-alive sockets idle longer than typical client pools so clients do not race a close.
   server.keepAliveTimeout = 65_000;
+
+  const sockets = new Set<WebSocket>();
+  const upgrade = options.upgrade;
+  if (upgrade) {
+    const wss = new WebSocketServer({ noServer: true, maxPayload: options.maxWebSocketMessageBytes ?? DEFAULT_WS_MESSAGE_BYTES });
+    server.on('upgrade', (req: IncomingMessage, socket: Socket, head: Buffer) => {
+      void acceptUpgrade(req, socket, head, wss, sockets, options, upgrade);
+    });
+  }
 
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
@@ -41,7 +64,9 @@ export async function startNodeServer(options: HttpEngineOptions): Promise<HttpS
           new Promise<void>((resolve) => setTimeout(resolve, graceMs).unref()),
         ]);
       }
+      for (const ws of sockets) ws.close(1001, 'server shutting down');
       server.closeAllConnections();
+      for (const ws of sockets) ws.terminate();
       await closed;
     },
   };
@@ -65,7 +90,7 @@ async function serve(req: IncomingMessage, res: ServerResponse, options: HttpEng
     reply = await options.handler(toRequest(req, controller.signal, body));
   } catch (err) {
     options.onAdapterError(err);
-    reply = { status: 500, headers: { 'content-type': 'application/json' }, body: INTERNAL_ERROR };
+    reply = { status: 500, headers: { 'content-type': 'application/json' }, body: INTERNAL_ERROR_BODY };
   }
   if (res.destroyed) return;
   if (isStreamReply(reply)) {
@@ -113,6 +138,76 @@ async function stream(
   } finally {
     if (!res.destroyed) res.end();
   }
+}
+
+async function acceptUpgrade(
+  req: IncomingMessage,
+  socket: Socket,
+  head: Buffer,
+  wss: WebSocketServer,
+  sockets: Set<WebSocket>,
+  options: HttpEngineOptions,
+  upgrade: NonNullable<HttpEngineOptions['upgrade']>,
+): Promise<void> {
+  const controller = new AbortController();
+  socket.on('close', () => controller.abort());
+  socket.on('error', () => controller.abort());
+  const body = new BodyQueue({ highWaterMark: BODY_HIGH_WATER_MARK, onDrain: () => {} });
+  body.end();
+  let decision: WebSocketHandler | BufferedReply;
+  try {
+    decision = await upgrade(toRequest(req, controller.signal, body));
+  } catch (err) {
+    options.onAdapterError(err);
+    decision = { status: 500, headers: { 'content-type': 'application/json' }, body: INTERNAL_ERROR_BODY };
+  }
+  if (socket.destroyed) return;
+  if (!isWebSocketHandler(decision)) {
+    refuseUpgrade(socket, decision);
+    return;
+  }
+  const handler = decision;
+  wss.handleUpgrade(req, socket, head, (ws) => {
+    sockets.add(ws);
+    const session = nodeSession(ws, options.maxWebSocketBufferBytes ?? DEFAULT_WS_BUFFER_BYTES);
+    guard(options, () => handler.onOpen(session));
+    ws.on('message', (data: Buffer | ArrayBuffer | Buffer[], isBinary: boolean) => {
+      const bytes = Array.isArray(data) ? Buffer.concat(data) : Buffer.from(data as ArrayBuffer);
+      guard(options, () => handler.onMessage(session, bytes.toString('utf8'), isBinary));
+    });
+    ws.on('close', (code: number, reason: Buffer) => {
+      sockets.delete(ws);
+      guard(options, () => handler.onClose(code, reason.toString('utf8')));
+    });
+    ws.on('error', () => {
+      // A protocol error is followed by 'close', which reports it.
+    });
+  });
+}
+
+function nodeSession(ws: WebSocket, maxBuffer: number): WebSocketSession {
+  return {
+    send(text) {
+      if (ws.readyState !== ws.OPEN || ws.bufferedAmount > maxBuffer) return false;
+      ws.send(text);
+      return true;
+    },
+    close(code = 1000, reason = '') {
+      ws.close(code, reason);
+    },
+    get bufferedAmount() {
+      return ws.bufferedAmount;
+    },
+  };
+}
+
+/** Answers a refused upgrade with a plain HTTP reply on the raw socket. */
+function refuseUpgrade(socket: Socket, reply: BufferedReply): void {
+  const body = typeof reply.body === 'string' ? Buffer.from(reply.body) : Buffer.from(reply.body);
+  const head = [`HTTP/1.1 ${reply.status} ${STATUS_CODES[reply.status] ?? ''}`];
+  for (const [name, value] of Object.entries(reply.headers)) head.push(`${name}: ${value}`);
+  head.push(`content-length: ${body.byteLength}`, 'connection: close', '', '');
+  socket.end(Buffer.concat([Buffer.from(head.join('\r\n')), body]));
 }
 
 function toRequest(req: IncomingMessage, signal: AbortSignal, body: BodyQueue): HttpRequest {

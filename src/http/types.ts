@@ -54,6 +54,32 @@ export function isStreamReply(reply: HttpReply): reply is StreamReply {
 
 export type HttpHandler = (request: HttpRequest) => Promise<HttpReply>;
 
+/** One open WebSocket, as handlers see it. */
+export interface WebSocketSession {
+  /** Queues a text frame. False when the socket is closed or its send buffer is over the limit (the frame is dropped). */
+  send(text: string): boolean;
+  close(code?: number, reason?: string): void;
+  /** Bytes queued and not yet sent. */
+  readonly bufferedAmount: number;
+}
+
+/** What a route does with an accepted WebSocket. Handlers must not throw; errors are reported, not fatal. */
+export interface WebSocketHandler {
+  onOpen(session: WebSocketSession): void;
+  onMessage(session: WebSocketSession, data: string, isBinary: boolean): void;
+  onClose(code: number, reason: string): void;
+}
+
+/**
+ * Decides an upgrade before it happens: a handler accepts it, a reply refuses it (e.g. 401),
+ * so bad credentials never get a socket.
+ */
+export type UpgradeHandler = (request: HttpRequest) => Promise<WebSocketHandler | BufferedReply>;
+
+export function isWebSocketHandler(value: WebSocketHandler | BufferedReply): value is WebSocketHandler {
+  return 'onOpen' in value;
+}
+
 /** A running server on one engine. */
 export interface HttpServer {
   readonly engine: 'uws' | 'node';
@@ -66,6 +92,12 @@ export interface HttpEngineOptions {
   host: string;
   port: number;
   handler: HttpHandler;
+  /** Decides WebSocket upgrade requests; without it, they reach `handler` like any request. */
+  upgrade?: UpgradeHandler;
+  /** Largest WebSocket message accepted, in bytes; larger ones close the socket (1009). */
+  maxWebSocketMessageBytes?: number;
+  /** Send buffer per socket past which frames are dropped, in bytes. */
+  maxWebSocketBufferBytes?: number;
   /** Called for a failure inside the adapter itself; the adapter still answers 500. */
   onAdapterError: (err: unknown) => void;
 }

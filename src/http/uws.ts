@@ -1,10 +1,23 @@
 import { STATUS_CODES } from 'node:http';
 import uWS from 'uWebSockets.js';
+import { guard, INTERNAL_ERROR_BODY } from './adapter-support.ts';
 import { BodyQueue } from './body-queue.ts';
-import { isStreamReply, type HttpEngineOptions, type HttpReply, type HttpRequest, type HttpServer, type ReplySink } from './types.ts';
+import {
+  isStreamReply,
+  isWebSocketHandler,
+  type BufferedReply,
+  type HttpEngineOptions,
+  type HttpReply,
+  type HttpRequest,
+  type HttpServer,
+  type ReplySink,
+  type WebSocketHandler,
+  type WebSocketSession,
+} from './types.ts';
 
 const BODY_HIGH_WATER_MARK = 64 * 1024;
-const INTERNAL_ERROR = '{"error":{"message":"Internal error","type":"api_error","param":null,"code":"internal_error"}}';
+const DEFAULT_WS_MESSAGE_BYTES = 1024 * 1024;
+const DEFAULT_WS_BUFFER_BYTES = 1024 * 1024;
 
 /**
  * The uWebSockets.js engine, the only file that touches uWS types. uWS requests live only
@@ -25,6 +38,54 @@ export async function startUwsServer(options: HttpEngineOptions): Promise<HttpSe
       if (inFlight === 0) drained?.();
     });
   });
+
+  const sockets = new Set<uWS.WebSocket<SocketData>>();
+  const upgrade = options.upgrade;
+  if (upgrade) {
+    app.ws<SocketData>('/*', {
+      maxPayloadLength: options.maxWebSocketMessageBytes ?? DEFAULT_WS_MESSAGE_BYTES,
+      maxBackpressure: options.maxWebSocketBufferBytes ?? DEFAULT_WS_BUFFER_BYTES,
+      idleTimeout: 120,
+      sendPingsAutomatically: true,
+      upgrade: (res, req, context) => {
+        const exchange = capture(res, req);
+        const key = req.getHeader('sec-websocket-key');
+        const protocol = req.getHeader('sec-websocket-protocol');
+        const extensions = req.getHeader('sec-websocket-extensions');
+        void decideUpgrade(upgrade, exchange, options).then((decision) => {
+          if (exchange.state.aborted) return;
+          res.cork(() => {
+            if (isWebSocketHandler(decision)) {
+              res.upgrade<SocketData>({ handler: decision, session: null }, key, protocol, extensions, context);
+            } else {
+              writeHead(res, decision.status, decision.headers);
+              res.end(decision.body, true);
+            }
+          });
+          exchange.state.finished = true;
+        });
+      },
+      open: (ws) => {
+        sockets.add(ws);
+        const data = ws.getUserData();
+        data.session = uwsSession(ws);
+        guard(options, () => data.handler.onOpen(data.session as WebSocketSession));
+      },
+      message: (ws, message, isBinary) => {
+        const data = ws.getUserData();
+        // The ArrayBuffer is neutered when this callback returns: decode (copy) it now.
+        const text = Buffer.from(message).toString('utf8');
+        guard(options, () => data.handler.onMessage(data.session as WebSocketSession, text, isBinary));
+      },
+      close: (ws, code, message) => {
+        sockets.delete(ws);
+        const data = ws.getUserData();
+        data.closed = true;
+        const reason = Buffer.from(message).toString('utf8');
+        guard(options, () => data.handler.onClose(code, reason));
+      },
+    });
+  }
 
   const listenSocket = await new Promise<uWS.us_listen_socket>((resolve, reject) => {
     app.listen(options.host, options.port, (socket) => {
@@ -47,6 +108,7 @@ export async function startUwsServer(options: HttpEngineOptions): Promise<HttpSe
       }
       // uWS flushes writes corked outside its own callbacks at the end of a loop turn: let the
       // last replies leave before the forced close.
+      for (const ws of sockets) ws.end(1001, 'server shutting down');
       await new Promise((resolve) => setImmediate(resolve));
       app.close();
     },
@@ -104,7 +166,7 @@ async function respond(res: uWS.HttpResponse, exchange: Exchange, options: HttpE
     reply = await options.handler(exchange.request);
   } catch (err) {
     options.onAdapterError(err);
-    reply = { status: 500, headers: { 'content-type': 'application/json' }, body: INTERNAL_ERROR };
+    reply = { status: 500, headers: { 'content-type': 'application/json' }, body: INTERNAL_ERROR_BODY };
   }
   if (exchange.state.aborted) return;
   if (isStreamReply(reply)) {
@@ -161,6 +223,42 @@ async function stream(
     if (!state.aborted) res.cork(() => res.end());
     state.finished = true;
   }
+}
+
+interface SocketData {
+  handler: WebSocketHandler;
+  session: WebSocketSession | null;
+  closed?: boolean;
+}
+
+async function decideUpgrade(
+  upgrade: NonNullable<HttpEngineOptions['upgrade']>,
+  exchange: Exchange,
+  options: HttpEngineOptions,
+): Promise<WebSocketHandler | BufferedReply> {
+  try {
+    return await upgrade(exchange.request);
+  } catch (err) {
+    options.onAdapterError(err);
+    return { status: 500, headers: { 'content-type': 'application/json' }, body: INTERNAL_ERROR_BODY };
+  }
+}
+
+function uwsSession(ws: uWS.WebSocket<SocketData>): WebSocketSession {
+  const data = ws.getUserData();
+  return {
+    send(text) {
+      if (data.closed) return false;
+      // 0: buffered under backpressure, 1: sent, 2: dropped (over maxBackpressure).
+      return ws.send(text, false) !== 2;
+    },
+    close(code = 1000, reason = '') {
+      if (!data.closed) ws.end(code, reason);
+    },
+    get bufferedAmount() {
+      return data.closed ? 0 : ws.getBufferedAmount();
+    },
+  };
 }
 
 function writeHead(res: uWS.HttpResponse, status: number, headers: Record<string, string>): void {

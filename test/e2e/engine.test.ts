@@ -1,4 +1,5 @@
 import { once } from 'node:events';
+import { connect } from 'node:net';
 import { request as httpRequest, type IncomingMessage } from 'node:http';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { readBody } from '../../src/http/body.ts';
@@ -143,5 +144,101 @@ describe(`engine adapter contract (${HTTP_ENGINE})`, () => {
     expect(res.status).toBe(413);
     expect(await res.text()).toBe('too large');
     expect(res.headers.get('connection')).toBe('close');
+  });
+});
+
+describe(`engine WebSocket contract (${HTTP_ENGINE})`, () => {
+  let server: HttpServer;
+  let wsUrl: string;
+  const closes: { code: number; reason: string }[] = [];
+  let closed: (() => void) | null = null;
+
+  beforeAll(async () => {
+    server = await startHttpServer(
+      HTTP_ENGINE,
+      {
+        host: '127.0.0.1',
+        port: 0,
+        handler: async () => ({ status: 200, headers: { 'content-type': 'text/plain' }, body: 'plain http still works' }),
+        maxWebSocketMessageBytes: 64 * 1024,
+        upgrade: async (req) => {
+          if (req.query.get('token') !== 'good') {
+            return { status: 401, headers: { 'content-type': 'application/json' }, body: '{"error":"no"}' };
+          }
+          return {
+            onOpen: (session) => session.send(JSON.stringify({ type: 'ready', path: req.path })),
+            onMessage: (session, data) => {
+              if (data === 'throw') throw new Error('handler bug');
+              if (data === 'bye') session.close(4000, 'asked to leave');
+              else session.send(`echo:${data}`);
+            },
+            onClose: (code, reason) => {
+              closes.push({ code, reason });
+              closed?.();
+            },
+          };
+        },
+        onAdapterError: () => {},
+      },
+      createLogger('silent'),
+    );
+    wsUrl = `ws://127.0.0.1:${server.port}`;
+  });
+  afterAll(() => server.close(1000));
+
+  function open(path: string): Promise<{ ws: WebSocket; messages: string[]; next: () => Promise<string> }> {
+    const ws = new WebSocket(`${wsUrl}${path}`);
+    const messages: string[] = [];
+    const waiters: ((m: string) => void)[] = [];
+    ws.addEventListener('message', (e) => {
+      const waiter = waiters.shift();
+      if (waiter) waiter(String(e.data));
+      else messages.push(String(e.data));
+    });
+    const next = () => (messages.length > 0 ? Promise.resolve(messages.shift() as string) : new Promise<string>((r) => waiters.push(r)));
+    return new Promise((resolve, reject) => {
+      ws.addEventListener('open', () => resolve({ ws, messages, next }));
+      ws.addEventListener('error', () => reject(new Error('websocket refused')));
+    });
+  }
+
+  it('accepts an upgrade the handler accepts and exchanges text frames', async () => {
+    const { ws, next } = await open('/sockets/one?token=good');
+    expect(JSON.parse(await next())).toEqual({ type: 'ready', path: '/sockets/one' });
+    ws.send('hello');
+    expect(await next()).toBe('echo:hello');
+    // A handler that throws is contained: the socket keeps working.
+    ws.send('throw');
+    ws.send('still here');
+    expect(await next()).toBe('echo:still here');
+    const gone = new Promise<void>((r) => (closed = r));
+    ws.send('bye');
+    const event = await new Promise<{ code: number }>((r) => ws.addEventListener('close', (e) => r(e)));
+    expect(event.code).toBe(4000);
+    await gone;
+    expect(closes.at(-1)?.code).toBe(4000);
+    expect(await (await fetch(`http://127.0.0.1:${server.port}/anything`)).text()).toBe('plain http still works');
+  });
+
+  it('refuses an upgrade with the reply the handler chose, before any socket exists', async () => {
+    const raw = await new Promise<string>((resolve, reject) => {
+      const socket = connect(server.port, '127.0.0.1', () => {
+        socket.write('GET /sockets/one?token=bad HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n');
+      });
+      let data = '';
+      socket.on('data', (c) => (data += c.toString()));
+      socket.on('close', () => resolve(data));
+      socket.on('error', reject);
+    });
+    expect(raw).toMatch(/^HTTP\/1\.1 401/);
+    expect(raw).toContain('{"error":"no"}');
+  });
+
+  it('closes a socket that sends a message over the size limit', async () => {
+    const { ws, next } = await open('/sockets/big?token=good');
+    await next();
+    ws.send('x'.repeat(100 * 1024));
+    const event = await new Promise<{ code: number }>((r) => ws.addEventListener('close', (e) => r(e)));
+    expect([1006, 1009]).toContain(event.code);
   });
 });
