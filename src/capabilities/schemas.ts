@@ -28,18 +28,38 @@ const ParametersSchema = z
 
 const Name = z.string().regex(FUNCTION_NAME, 'must match ^[a-zA-Z0-9_-]{1,64}$ (it is used as a tool function name)');
 const Description = z.string().max(4000).nullable();
+const WebhookUrl = z
+  .url({ protocol: /^https?$/, error: 'must be an http:// or https:// URL' })
+  .max(2000)
+  .nullable()
+  .describe('Where Troupe POSTs the arguments of a server_function_* call (signed, see the README)');
 
-export const CreateCapabilitySchema = z.strictObject({
-  name: Name,
-  description: Description.default(null),
-  type: z.enum(CAPABILITY_TYPES),
-  parameters: ParametersSchema,
-});
+export const CreateCapabilitySchema = z
+  .strictObject({
+    name: Name,
+    description: Description.default(null),
+    type: z.enum(CAPABILITY_TYPES),
+    parameters: ParametersSchema,
+    webhookUrl: WebhookUrl.default(null),
+  })
+  .superRefine((c, ctx) => {
+    const message = webhookRule(c.type, c.webhookUrl);
+    if (message) ctx.addIssue({ code: 'custom', path: ['webhookUrl'], message });
+  });
+
+/** Server functions are delivered to their webhook; client functions go to the game client. */
+export function webhookRule(type: (typeof CAPABILITY_TYPES)[number], webhookUrl: string | null): string | null {
+  const server = type === 'server_function_fire' || type === 'server_function_call';
+  if (server && !webhookUrl) return `is required for ${type} capabilities: Troupe POSTs the call there`;
+  if (!server && webhookUrl) return `applies only to server_function_* capabilities; ${type} calls go to the game client`;
+  return null;
+}
 
 export const UpdateCapabilitySchema = z.strictObject({
   name: Name.optional(),
   description: Description.optional(),
   parameters: ParametersSchema.optional(),
+  webhookUrl: WebhookUrl.optional(),
   /** `type` decides how a call is delivered, so it is fixed at creation. */
   type: z
     .never({ error: 'cannot be changed; create a new capability with the other type' })
@@ -66,6 +86,7 @@ export const CapabilitySchema = z
         required: z.boolean(),
       }),
     ),
+    webhookUrl: z.string().nullable(),
   })
   .meta({ id: 'Capability' });
 

@@ -6,7 +6,7 @@ import { TroupeError, notFound } from '../errors.ts';
 import { newId } from '../ids.ts';
 import type { Page } from '../projects/service.ts';
 import { isUniqueViolation } from '../db/errors.ts';
-import type { Capability, CreateCapabilityInput, UpdateCapabilityInput } from './schemas.ts';
+import { webhookRule, type Capability, type CreateCapabilityInput, type UpdateCapabilityInput } from './schemas.ts';
 
 export class CapabilityService {
   readonly #db: Db;
@@ -64,13 +64,17 @@ export class CapabilityService {
     const changes = Object.fromEntries(Object.entries(input).filter(([, v]) => v !== undefined));
     if (Object.keys(changes).length === 0) return this.get(projectId, id);
     try {
-      const [row] = await this.#db
-        .update(capabilities)
-        .set(changes)
-        .where(and(eq(capabilities.projectId, projectId), eq(capabilities.id, id)))
-        .returning();
-      if (!row) throw notFound('capability', id);
-      return toCapability(row);
+      return await this.#db.transaction(async (tx) => {
+        const [row] = await tx
+          .update(capabilities)
+          .set(changes)
+          .where(and(eq(capabilities.projectId, projectId), eq(capabilities.id, id)))
+          .returning();
+        if (!row) throw notFound('capability', id);
+        const problem = webhookRule(row.type, row.webhookUrl);
+        if (problem) throw new TroupeError('invalid_request', `Invalid 'webhookUrl': ${problem}.`, { param: 'webhookUrl', detailCode: 'invalid_parameter' });
+        return toCapability(row);
+      });
     } catch (err) {
       throw nameConflict(err, input.name);
     }
@@ -116,5 +120,6 @@ export function toCapability(row: typeof capabilities.$inferSelect): Capability 
     description: row.description,
     type: row.type,
     parameters: row.parameters,
+    webhookUrl: row.webhookUrl,
   };
 }

@@ -6,6 +6,10 @@ const createdAt = () => timestamp('created_at', { withTimezone: true, mode: 'dat
 export const projects = pgTable('projects', {
   id: text('id').primaryKey(),
   name: text('name').notNull(),
+  /** Signs outgoing capability webhooks (HMAC-SHA256); 64 hex characters of randomness. */
+  webhookSecret: text('webhook_secret')
+    .notNull()
+    .default(sql`replace(gen_random_uuid()::text || gen_random_uuid()::text, '-', '')`),
   createdAt: createdAt(),
 });
 
@@ -73,6 +77,8 @@ export const capabilities = pgTable(
     description: text('description'),
     type: text('type', { enum: CAPABILITY_TYPES }).notNull(),
     parameters: jsonb('parameters').$type<ParameterDefinition[]>().notNull().default(sql`'[]'::jsonb`),
+    /** Where server_function_* capabilities are delivered. */
+    webhookUrl: text('webhook_url'),
     createdAt: createdAt(),
   },
   (t) => [uniqueIndex('capabilities_project_name_idx').on(t.projectId, t.name), index('capabilities_project_idx').on(t.projectId, t.id)],
@@ -91,4 +97,49 @@ export const characterCapabilities = pgTable(
     position: integer('position').notNull(),
   },
   (t) => [primaryKey({ columns: [t.characterId, t.capabilityId] }), index('character_capabilities_capability_idx').on(t.capabilityId)],
+);
+
+export const conversations = pgTable(
+  'conversations',
+  {
+    id: text('id').primaryKey(),
+    projectId: text('project_id')
+      .notNull()
+      .references(() => projects.id, { onDelete: 'cascade' }),
+    characterId: text('character_id')
+      .notNull()
+      .references(() => characters.id, { onDelete: 'cascade' }),
+    createdAt: createdAt(),
+  },
+  (t) => [index('conversations_project_idx').on(t.projectId, t.id), index('conversations_character_idx').on(t.characterId)],
+);
+
+export const MESSAGE_ROLES = ['player', 'character'] as const;
+export type MessageRole = (typeof MESSAGE_ROLES)[number];
+
+/** A capability the character called while producing a message. */
+export interface RecordedCapabilityCall {
+  callId: string;
+  name: string;
+  type: CapabilityType;
+  params: Record<string, unknown>;
+  /** What the call returned to the character, when it returns something. */
+  result?: unknown;
+}
+
+export const messages = pgTable(
+  'messages',
+  {
+    id: text('id').primaryKey(),
+    conversationId: text('conversation_id')
+      .notNull()
+      .references(() => conversations.id, { onDelete: 'cascade' }),
+    /** Position in the conversation: the order messages were accepted in. */
+    seq: integer('seq').notNull(),
+    role: text('role', { enum: MESSAGE_ROLES }).notNull(),
+    content: text('content').notNull(),
+    capabilityCalls: jsonb('capability_calls').$type<RecordedCapabilityCall[]>().notNull().default(sql`'[]'::jsonb`),
+    createdAt: createdAt(),
+  },
+  (t) => [uniqueIndex('messages_conversation_seq_idx').on(t.conversationId, t.seq)],
 );

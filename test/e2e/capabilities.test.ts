@@ -31,6 +31,7 @@ describe.each(BACKENDS)('capabilities on $kind', (backend) => {
       description: 'Hand an item to the player',
       type: 'client_function_call',
       parameters: params,
+      webhookUrl: null,
     });
     expect(await api.get(`/capabilities/${created.id}`).expect(200)).toEqual(created);
     expect((await api.get('/capabilities').expect(200)).map((c: { id: string }) => c.id)).toContain(created.id);
@@ -52,11 +53,13 @@ describe.each(BACKENDS)('capabilities on $kind', (backend) => {
         .post('/capabilities', {
           name: `t_${type}`,
           type,
+          ...(type.startsWith('server') ? { webhookUrl: 'https://game.example/hooks/troupe' } : {}),
           parameters: ['string', 'number', 'boolean', 'integer'].map((pt) => ({ name: `p_${pt}`, type: pt })),
         })
         .expect(201);
       expect(c.type).toBe(type);
       expect(c.description).toBeNull();
+      expect(c.webhookUrl).toBe(type.startsWith('server') ? 'https://game.example/hooks/troupe' : null);
       expect(c.parameters[0]).toEqual({ name: 'p_string', type: 'string', description: null, required: false });
     }
   });
@@ -79,6 +82,9 @@ describe.each(BACKENDS)('capabilities on $kind', (backend) => {
     ],
     [{ name: 'ok', type: 'client_function_fire', parameters: [{ name: 'a', type: 'string', required: 'yes' }] }, 'parameters[0].required', 'invalid_parameter'],
     [{ name: 'ok', type: 'client_function_fire', parameters: [{ name: 'a', type: 'string', enum: [1] }] }, 'parameters[0].enum', 'unknown_parameter'],
+    [{ name: 'ok', type: 'server_function_call', parameters: [] }, 'webhookUrl', 'invalid_parameter'],
+    [{ name: 'ok', type: 'server_function_fire', parameters: [], webhookUrl: 'ftp://x.example/a' }, 'webhookUrl', 'invalid_parameter'],
+    [{ name: 'ok', type: 'client_function_call', parameters: [], webhookUrl: 'https://x.example/a' }, 'webhookUrl', 'invalid_parameter'],
   ])('rejects invalid create body %j naming %s', async (body, param, code) => {
     const before = (await api.get('/capabilities?limit=1000').expect(200)).length;
     const res = await api.post('/capabilities', body).expect(400);
@@ -87,17 +93,27 @@ describe.each(BACKENDS)('capabilities on $kind', (backend) => {
   });
 
   it('refuses to change the type with PATCH and changes nothing', async () => {
-    const c = await api.post('/capabilities', { name: 'fixed_type', type: 'server_function_fire', parameters: [] }).expect(201);
+    const c = await api.post('/capabilities', { name: 'fixed_type', type: 'server_function_fire', parameters: [], webhookUrl: 'http://hooks.internal/fire' }).expect(201);
     const res = await api.patch(`/capabilities/${c.id}`, { type: 'client_function_fire', name: 'renamed' }).expect(400);
     expect(res.error).toMatchObject({ param: 'type', type: 'invalid_request_error' });
     expect(res.error.message).toContain('cannot be changed');
     expect(await api.get(`/capabilities/${c.id}`).expect(200)).toEqual(c);
   });
 
+  it('keeps a server capability deliverable: its webhookUrl can change but not go away', async () => {
+    const c = await api
+      .post('/capabilities', { name: 'open_gate', type: 'server_function_call', parameters: [], webhookUrl: 'https://a.example/hook' })
+      .expect(201);
+    expect((await api.patch(`/capabilities/${c.id}`, { webhookUrl: 'https://b.example/hook' }).expect(200)).webhookUrl).toBe('https://b.example/hook');
+    const cleared = await api.patch(`/capabilities/${c.id}`, { webhookUrl: null }).expect(400);
+    expect(cleared.error.param).toBe('webhookUrl');
+    expect((await api.get(`/capabilities/${c.id}`).expect(200)).webhookUrl).toBe('https://b.example/hook');
+  });
+
   it('answers 409 for a second capability with the same name, on create and rename', async () => {
     await api.post('/capabilities', { name: 'unique_one', type: 'client_function_fire', parameters: [] }).expect(201);
     const other = await api.post('/capabilities', { name: 'unique_two', type: 'client_function_fire', parameters: [] }).expect(201);
-    const dup = await api.post('/capabilities', { name: 'unique_one', type: 'server_function_call', parameters: [] }).expect(409);
+    const dup = await api.post('/capabilities', { name: 'unique_one', type: 'server_function_call', parameters: [], webhookUrl: 'https://h.example/x' }).expect(409);
     expect(dup.error).toMatchObject({ param: 'name', code: 'capability_name_taken' });
     const rename = await api.patch(`/capabilities/${other.id}`, { name: 'unique_one' }).expect(409);
     expect(rename.error.code).toBe('capability_name_taken');

@@ -14,7 +14,7 @@ describe.each(BACKENDS)('process lifecycle on $kind', (backend) => {
       const key = /sk-troupe-[A-Za-z0-9_-]+/.exec(first.stdout())?.[0];
       expect(key).toBeDefined();
       const api = new ApiClient(first.url, key ?? '');
-      const cap = await api.post('/capabilities', { name: 'persist', type: 'server_function_call', parameters: [{ name: 'a', type: 'number' }] }).expect(201);
+      const cap = await api.post('/capabilities', { name: 'persist', type: 'server_function_call', parameters: [{ name: 'a', type: 'number' }], webhookUrl: 'https://game.example/hook' }).expect(201);
       const ch = await api.post('/characters', { name: 'Durable', description: 'survives restarts', capabilityGroupIds: [cap.id] }).expect(201);
       const admin = new ApiClient(first.url, ADMIN_TOKEN);
       const project = await admin.post('/admin/projects', { name: 'second' }).expect(201);
