@@ -67,6 +67,16 @@ const ConfigSchema = z
     INFERENCE_MAX_RETRIES: z.coerce.number().int().min(0).max(10).default(2),
     /** How long the upstream's model list is cached, in ms. */
     INFERENCE_MODELS_TTL_MS: z.coerce.number().int().min(0).max(86_400_000).default(60_000),
+    /** Time a capability webhook has to answer, in ms. */
+    WEBHOOK_TIMEOUT_MS: z.coerce.number().int().min(100).max(120_000).default(10_000),
+    /** Allow capability webhooks on loopback and private networks (e.g. a game server next door). */
+    WEBHOOK_ALLOW_PRIVATE: boolFromEnv.default(false),
+    /** How long a WebSocket conversation waits for a client_function_call result, in ms. */
+    CAPABILITY_RESULT_TIMEOUT_MS: z.coerce.number().int().min(100).max(600_000).default(10_000),
+    /** Model rounds per reply when capability results are fed back. */
+    CAPABILITY_MAX_ROUNDS: z.coerce.number().int().min(1).max(16).default(4),
+    /** Approximate tokens of conversation history sent with each reply (about 4 characters a token). */
+    CONVERSATION_HISTORY_TOKENS: z.coerce.number().int().min(100).max(1_000_000).default(6_000),
   })
   .superRefine((env, ctx) => {
     if (env.INFERENCE_MODEL && !env.INFERENCE_BASE_URL) {
@@ -105,6 +115,15 @@ export interface Config {
   metricsPublic: boolean;
   cliUrl: string | undefined;
   inference: InferenceConfig;
+  capabilities: CapabilityConfig;
+  conversationHistoryTokens: number;
+}
+
+export interface CapabilityConfig {
+  webhookTimeoutMs: number;
+  webhookAllowPrivate: boolean;
+  resultTimeoutMs: number;
+  maxRounds: number;
 }
 
 export interface InferenceConfig {
@@ -165,6 +184,13 @@ export function loadConfig(env: EnvInput): Config {
       maxRetries: e.INFERENCE_MAX_RETRIES,
       modelsTtlMs: e.INFERENCE_MODELS_TTL_MS,
     },
+    capabilities: {
+      webhookTimeoutMs: e.WEBHOOK_TIMEOUT_MS,
+      webhookAllowPrivate: e.WEBHOOK_ALLOW_PRIVATE,
+      resultTimeoutMs: e.CAPABILITY_RESULT_TIMEOUT_MS,
+      maxRounds: e.CAPABILITY_MAX_ROUNDS,
+    },
+    conversationHistoryTokens: e.CONVERSATION_HISTORY_TOKENS,
   };
 }
 

@@ -16,6 +16,7 @@ export const ERROR_CODES = {
   conflict: { status: 409, type: 'invalid_request_error' },
   payload_too_large: { status: 413, type: 'invalid_request_error' },
   unsupported_media_type: { status: 415, type: 'invalid_request_error' },
+  upgrade_required: { status: 426, type: 'invalid_request_error' },
   rate_limited: { status: 429, type: 'rate_limit_error' },
   internal_error: { status: 500, type: 'api_error' },
   upstream_unavailable: { status: 502, type: 'api_error' },

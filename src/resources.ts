@@ -3,9 +3,12 @@ import type { Invalidations } from './cache/invalidations.ts';
 import type { CapabilityService } from './capabilities/service.ts';
 import type { CharacterService } from './characters/service.ts';
 import type { Config } from './config.ts';
+import type { ConversationHub } from './conversations/hub.ts';
+import type { ConversationService } from './conversations/service.ts';
 import type { Database } from './db/database.ts';
 import type { ChatCompletionService } from './inference/chat.ts';
 import type { Metrics } from './observability/metrics.ts';
+import type { PerformService } from './perform/service.ts';
 import type { ProjectService } from './projects/service.ts';
 
 /** Everything a request handler may use, passed as one object: no module-level singletons. */
@@ -19,6 +22,9 @@ export interface Resources {
   characters: CharacterService;
   capabilities: CapabilityService;
   chat: ChatCompletionService;
+  conversations: ConversationService;
+  hub: ConversationHub;
+  perform: PerformService;
   /** Flips to true when shutdown starts, so /readyz tells load balancers to stop sending. */
   lifecycle: { draining: boolean };
 }

@@ -1,9 +1,12 @@
 import type { Logger } from 'pino';
 import packageJson from '../package.json' with { type: 'json' };
 import { Invalidations } from './cache/invalidations.ts';
+import { CapabilityExecutor } from './capabilities/executor.ts';
 import { CapabilityService } from './capabilities/service.ts';
 import { CharacterService } from './characters/service.ts';
 import type { Config } from './config.ts';
+import { ConversationHub } from './conversations/hub.ts';
+import { ConversationService } from './conversations/service.ts';
 import { openDatabase } from './db/database.ts';
 import { ChatCompletionService } from './inference/chat.ts';
 import { InferenceUpstream } from './inference/upstream.ts';
@@ -13,12 +16,15 @@ import { buildOpenApi } from './http/openapi.ts';
 import { adminRoutes } from './http/routes/admin.ts';
 import { capabilityRoutes } from './http/routes/capabilities.ts';
 import { characterRoutes } from './http/routes/characters.ts';
+import { conversationRoutes } from './http/routes/conversations.ts';
+import { performRoutes } from './http/routes/perform.ts';
 import { metaRoutes } from './http/routes/meta.ts';
 import { v1Routes } from './http/routes/v1.ts';
 import type { Route } from './http/route.ts';
 import type { HttpServer } from './http/types.ts';
 import { Metrics } from './observability/metrics.ts';
 import type { CreatedApiKey } from './projects/service.ts';
+import { PerformService } from './perform/service.ts';
 import { ProjectService } from './projects/service.ts';
 import type { Resources } from './resources.ts';
 
@@ -44,8 +50,12 @@ export async function startServer(config: Config, logger: Logger): Promise<Runni
   await invalidations.start();
   const cacheOptions = { db: database.db, invalidations, cacheMaxEntries: config.cacheMaxEntries };
   const characters = new CharacterService(cacheOptions);
-  const capabilities = new CapabilityService({ db: database.db, invalidations });
+  const capabilities = new CapabilityService(cacheOptions);
+  const projects = new ProjectService(cacheOptions);
   const upstream = new InferenceUpstream(config.inference, logger);
+  const executor = new CapabilityExecutor({ config: config.capabilities, projects, logger });
+  const hub = new ConversationHub();
+  const turnDeps = { upstream, executor, maxRounds: config.capabilities.maxRounds };
   if (!upstream.configured) logger.warn('no inference backend configured: set INFERENCE_BASE_URL and INFERENCE_MODEL for characters to answer');
   const resources: Resources = {
     config,
@@ -53,10 +63,20 @@ export async function startServer(config: Config, logger: Logger): Promise<Runni
     database,
     invalidations,
     metrics: new Metrics(),
-    projects: new ProjectService(cacheOptions),
+    projects,
     characters,
     capabilities,
     chat: new ChatCompletionService({ upstream, characters, capabilities }),
+    hub,
+    conversations: new ConversationService({
+      db: database.db,
+      characters,
+      capabilities,
+      hub,
+      historyTokens: config.conversationHistoryTokens,
+      ...turnDeps,
+    }),
+    perform: new PerformService({ characters, capabilities, ...turnDeps }),
     lifecycle: { draining: false },
   };
   const initial = await resources.projects.ensureInitialKey(config.bootstrapKey);
@@ -64,10 +84,10 @@ export async function startServer(config: Config, logger: Logger): Promise<Runni
     logger.warn('TROUPE_BOOTSTRAP_KEY was revoked through the admin API and stays revoked; remove it or set a new one');
   }
 
-  const apiRoutes = [...characterRoutes, ...capabilityRoutes, ...v1Routes, ...adminRoutes];
+  const apiRoutes = [...characterRoutes, ...capabilityRoutes, ...conversationRoutes, ...performRoutes, ...v1Routes, ...adminRoutes];
   let openapi: Record<string, unknown> | null = null;
   const routes: Route[] = [...metaRoutes(() => (openapi ??= buildOpenApi(routes, packageJson.version))), ...apiRoutes];
-  const { handler } = createApp(resources, routes);
+  const { handler, upgrade } = createApp(resources, routes);
 
   let http: HttpServer;
   try {
@@ -77,6 +97,7 @@ export async function startServer(config: Config, logger: Logger): Promise<Runni
         host: config.host,
         port: config.port,
         handler,
+        upgrade,
         onAdapterError: (err) => logger.error({ err }, 'http adapter failed'),
       },
       logger,

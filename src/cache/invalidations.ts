@@ -1,7 +1,7 @@
 import { notify, type Database, type Executor, type Unlisten } from '../db/database.ts';
 
-/** What a cached entry is keyed by: a character id, or the hash of an API key. */
-export type InvalidationTopic = 'character' | 'apiKey';
+/** What a cached entry is keyed by: a character or capability id, or the hash of an API key. */
+export type InvalidationTopic = 'character' | 'capability' | 'apiKey';
 
 interface Subscriber {
   onInvalidate(id: string): void;
@@ -63,7 +63,7 @@ export class Invalidations {
       return;
     }
     const { topic, ids } = message;
-    if ((topic === 'character' || topic === 'apiKey') && Array.isArray(ids)) {
+    if ((topic === 'character' || topic === 'capability' || topic === 'apiKey') && Array.isArray(ids)) {
       this.applyLocal(topic, ids.filter((id): id is string => typeof id === 'string'));
     } else {
       this.#resetAll();

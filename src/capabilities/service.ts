@@ -1,5 +1,6 @@
-import { and, asc, eq, gt, inArray } from 'drizzle-orm';
+import { and, asc, eq, gt } from 'drizzle-orm';
 import type { Invalidations } from '../cache/invalidations.ts';
+import { ReadCache } from '../cache/read-cache.ts';
 import type { Db } from '../db/database.ts';
 import { capabilities, characterCapabilities } from '../db/schema.ts';
 import { TroupeError, notFound } from '../errors.ts';
@@ -11,10 +12,22 @@ import { webhookRule, type Capability, type CreateCapabilityInput, type UpdateCa
 export class CapabilityService {
   readonly #db: Db;
   readonly #invalidations: Invalidations;
+  readonly #cache: ReadCache<Capability>;
 
-  constructor(options: { db: Db; invalidations: Invalidations }) {
+  constructor(options: { db: Db; invalidations: Invalidations; cacheMaxEntries: number }) {
     this.#db = options.db;
     this.#invalidations = options.invalidations;
+    this.#cache = new ReadCache({
+      maxEntries: options.cacheMaxEntries,
+      load: async (id) => {
+        const [row] = await this.#db.select().from(capabilities).where(eq(capabilities.id, id));
+        return row ? Object.freeze(toCapability(row)) : undefined;
+      },
+    });
+    this.#invalidations.subscribe('capability', {
+      onInvalidate: (id) => this.#cache.invalidate(id),
+      onReset: () => this.#cache.clear(),
+    });
   }
 
   async create(projectId: string, input: CreateCapabilityInput): Promise<Capability> {
@@ -49,22 +62,20 @@ export class CapabilityService {
     return toCapability(row);
   }
 
-  /** The capabilities with these ids, in the order given; ids that do not exist are skipped. */
+  /**
+   * The capabilities with these ids, in the order given, from the cache (the hot path of
+   * replies and perform); ids that do not exist in the project are skipped.
+   */
   async getMany(projectId: string, ids: readonly string[]): Promise<Capability[]> {
-    if (ids.length === 0) return [];
-    const rows = await this.#db
-      .select()
-      .from(capabilities)
-      .where(and(eq(capabilities.projectId, projectId), inArray(capabilities.id, [...ids])));
-    const byId = new Map(rows.map((r) => [r.id, toCapability(r)]));
-    return ids.flatMap((id) => byId.get(id) ?? []);
+    const found = await Promise.all(ids.map((id) => this.#cache.get(id)));
+    return found.filter((c): c is Capability => c !== undefined && c.projectId === projectId);
   }
 
   async update(projectId: string, id: string, input: UpdateCapabilityInput): Promise<Capability> {
     const changes = Object.fromEntries(Object.entries(input).filter(([, v]) => v !== undefined));
     if (Object.keys(changes).length === 0) return this.get(projectId, id);
     try {
-      return await this.#db.transaction(async (tx) => {
+      const updated = await this.#db.transaction(async (tx) => {
         const [row] = await tx
           .update(capabilities)
           .set(changes)
@@ -73,8 +84,11 @@ export class CapabilityService {
         if (!row) throw notFound('capability', id);
         const problem = webhookRule(row.type, row.webhookUrl);
         if (problem) throw new TroupeError('invalid_request', `Invalid 'webhookUrl': ${problem}.`, { param: 'webhookUrl', detailCode: 'invalid_parameter' });
+        await this.#invalidations.publish(tx, 'capability', [id]);
         return toCapability(row);
       });
+      this.#invalidations.applyLocal('capability', [id]);
+      return updated;
     } catch (err) {
       throw nameConflict(err, input.name);
     }
@@ -94,9 +108,11 @@ export class CapabilityService {
       if (!row) throw notFound('capability', id);
       const characterIds = links.map((l) => l.characterId);
       await this.#invalidations.publish(tx, 'character', characterIds);
+      await this.#invalidations.publish(tx, 'capability', [id]);
       return characterIds;
     });
     this.#invalidations.applyLocal('character', affected);
+    this.#invalidations.applyLocal('capability', [id]);
     return { id, deleted: true };
   }
 }

@@ -8,7 +8,7 @@ import { corsHeaders, preflightHeaders } from './cors.ts';
 import type { Route, RouteResult } from './route.ts';
 import { Router } from './router.ts';
 import { readBody } from './body.ts';
-import { isStreamReply, type BufferedReply, type HttpHandler, type HttpReply, type HttpRequest } from './types.ts';
+import { isStreamReply, type BufferedReply, type HttpHandler, type HttpReply, type HttpRequest, type UpgradeHandler, type WebSocketHandler } from './types.ts';
 import { parseInput } from './validation.ts';
 
 const JSON_TYPE = 'application/json; charset=utf-8';
@@ -19,7 +19,7 @@ const NO_PRINCIPAL: Principal = Object.freeze({ projectId: '', keyId: '' });
  * The engine-independent core: one function from a plain request to a plain reply. Errors of
  * every kind are mapped here, once, to the `{error:{message,type,param,code}}` body.
  */
-export function createApp(resources: Resources, routes: readonly Route[]): { handler: HttpHandler; router: Router } {
+export function createApp(resources: Resources, routes: readonly Route[]): { handler: HttpHandler; upgrade: UpgradeHandler; router: Router } {
   const router = new Router();
   for (const route of routes) router.add(route);
   const { config, logger, metrics } = resources;
@@ -78,6 +78,40 @@ export function createApp(resources: Resources, routes: readonly Route[]): { han
     return reply;
   };
 
+  /** WebSocket upgrades: routed, authenticated and validated like requests, refused with the same error body. */
+  const upgrade: UpgradeHandler = async (request) => {
+    const incomingId = request.headers['x-request-id'];
+    const requestId = incomingId && REQUEST_ID.test(incomingId) ? incomingId : newRequestId();
+    try {
+      const match = router.match('GET', request.path);
+      if (match.kind !== 'found' || !match.route.websocket) {
+        throw new TroupeError('route_not_found', `No WebSocket endpoint at ${request.path}.`);
+      }
+      const route = match.route;
+      const token = request.query.get('token');
+      const principal = await authenticate(route, request, token);
+      const params = route.params ? parseInput(route.params, match.params, null) : match.params;
+      const query = route.query ? parseInput(route.query, withoutToken(request.query), null) : {};
+      const socket: WebSocketHandler = await (route.websocket as NonNullable<Route['websocket']>)({
+        params,
+        query,
+        body: undefined,
+        principal,
+        requestId,
+        signal: request.signal,
+        resources,
+        path: request.path,
+      });
+      logger.info({ requestId, path: request.path, route: route.path }, 'websocket accepted');
+      return socket;
+    } catch (err) {
+      const reply = errorReply(err, requestId, request);
+      reply.headers['x-request-id'] = requestId;
+      logger.info({ requestId, path: request.path, status: reply.status }, 'websocket refused');
+      return reply;
+    }
+  };
+
   async function dispatch(route: Route, rawParams: Record<string, string>, request: HttpRequest, requestId: string): Promise<HttpReply> {
     const principal = await authenticate(route, request);
     const params = route.params ? parseInput(route.params, rawParams, null) : rawParams;
@@ -87,7 +121,7 @@ export function createApp(resources: Resources, routes: readonly Route[]): { han
     return toReply(result, route.response.status);
   }
 
-  async function authenticate(route: Route, request: HttpRequest): Promise<Principal> {
+  async function authenticate(route: Route, request: HttpRequest, queryToken: string | null = null): Promise<Principal> {
     switch (route.auth) {
       case 'none':
         return NO_PRINCIPAL;
@@ -99,7 +133,7 @@ export function createApp(resources: Resources, routes: readonly Route[]): { han
         requireAdmin(request);
         return NO_PRINCIPAL;
       case 'key': {
-        const token = bearer(request);
+        const token = bearer(request) ?? queryToken;
         if (!token) {
           throw new TroupeError('missing_api_key', 'Missing API key. Send it as "Authorization: Bearer sk-troupe-...".');
         }
@@ -148,7 +182,13 @@ export function createApp(resources: Resources, routes: readonly Route[]): { han
     };
   }
 
-  return { handler, router };
+  return { handler, upgrade, router };
+}
+
+function withoutToken(query: URLSearchParams): Record<string, string> {
+  const rest = Object.fromEntries(query);
+  delete rest.token;
+  return rest;
 }
 
 function toReply(result: RouteResult, defaultStatus: number): HttpReply {

@@ -1,7 +1,7 @@
 import type { z } from 'zod';
 import type { Principal } from '../projects/service.ts';
 import type { Resources } from '../resources.ts';
-import type { ReplySink } from './types.ts';
+import type { ReplySink, WebSocketHandler } from './types.ts';
 
 export type Auth = 'none' | 'key' | 'admin' | 'metrics';
 
@@ -43,6 +43,11 @@ export interface RouteDefinition<P extends z.ZodType, Q extends z.ZodType, B ext
   /** Documented error statuses besides 400/401/500, which every API route can answer. */
   errors?: readonly number[];
   handler: (ctx: RouteContext<z.infer<P>, z.infer<Q>, z.infer<B>>) => Promise<RouteResult>;
+  /**
+   * Makes the route a WebSocket endpoint: upgrade requests get here (the API key may come as
+   * `?token=`), plain requests get `handler`. Throwing refuses the upgrade with that error.
+   */
+  websocket?: (ctx: RouteContext<z.infer<P>, z.infer<Q>, undefined>) => Promise<WebSocketHandler>;
 }
 
 /** A route with its types erased, as the router stores it. */
@@ -58,6 +63,7 @@ export interface Route {
   response: { status: number; schema?: z.ZodType; description: string; contentType?: string };
   errors: readonly number[];
   handler: (ctx: RouteContext<unknown, unknown, unknown>) => Promise<RouteResult>;
+  websocket: ((ctx: RouteContext<unknown, unknown, undefined>) => Promise<WebSocketHandler>) | undefined;
 }
 
 export function defineRoute<P extends z.ZodType = z.ZodType, Q extends z.ZodType = z.ZodType, B extends z.ZodType = z.ZodType>(
@@ -75,5 +81,6 @@ export function defineRoute<P extends z.ZodType = z.ZodType, Q extends z.ZodType
     response: definition.response,
     errors: definition.errors ?? [],
     handler: definition.handler as Route['handler'],
+    websocket: definition.websocket as Route['websocket'],
   };
 }

@@ -91,19 +91,10 @@ export class ChatCompletionService {
       signal,
     );
     const normalizer = new ChunkNormalizer({ model: request.model, includeUsage });
-    const mapError = (err: unknown) => this.#upstream.mapError(err, signal);
+    const source = this.#upstream.chunks(upstream, signal);
     async function* chunks(): AsyncGenerator<OutChunk> {
-      try {
-        yield* normalizer.accept(upstream.first);
-        for (let next = await upstream.rest.next(); !next.done; next = await upstream.rest.next()) {
-          yield* normalizer.accept(next.value);
-        }
-        yield* normalizer.finish();
-      } catch (err) {
-        throw mapError(err);
-      } finally {
-        upstream.cancel();
-      }
+      for await (const chunk of source) yield* normalizer.accept(chunk);
+      yield* normalizer.finish();
     }
     return { chunks: chunks(), cancel: upstream.cancel };
   }

@@ -123,6 +123,21 @@ export class InferenceUpstream {
     }
   }
 
+  /**
+   * Every chunk of a started stream, the first included; failures become our errors and the
+   * upstream request is ended however iteration stops.
+   */
+  async *chunks(stream: UpstreamStream, signal: AbortSignal): AsyncGenerator<ChatCompletionChunk> {
+    try {
+      yield stream.first;
+      for (let next = await stream.rest.next(); !next.done; next = await stream.rest.next()) yield next.value;
+    } catch (err) {
+      throw this.#mapError(err, signal);
+    } finally {
+      stream.cancel();
+    }
+  }
+
   /** Maps SDK failures to our errors: the caller's mistakes stay 4xx, everything else is a 502. */
   mapError(err: unknown, signal?: AbortSignal): TroupeError {
     return this.#mapError(err, signal);

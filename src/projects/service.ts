@@ -47,6 +47,7 @@ export class ProjectService {
   readonly #db: Db;
   readonly #invalidations: Invalidations;
   readonly #principals: ReadCache<Principal>;
+  readonly #secrets = new Map<string, string>();
 
   constructor(options: { db: Db; invalidations: Invalidations; cacheMaxEntries: number }) {
     this.#db = options.db;
@@ -71,6 +72,16 @@ export class ProjectService {
     const [row] = await this.#db.select().from(projects).where(eq(projects.id, id));
     if (!row) throw notFound('project', id);
     return toProject(row);
+  }
+
+  /** The secret that signs this project's capability webhooks (it never changes, so it is cached). */
+  async webhookSecret(projectId: string): Promise<string> {
+    const cached = this.#secrets.get(projectId);
+    if (cached) return cached;
+    const [row] = await this.#db.select({ secret: projects.webhookSecret }).from(projects).where(eq(projects.id, projectId));
+    if (!row) throw notFound('project', projectId);
+    this.#secrets.set(projectId, row.secret);
+    return row.secret;
   }
 
   async listProjects(page: Page): Promise<Project[]> {

@@ -57,6 +57,23 @@ export const adminRoutes = [
     },
   }),
   defineRoute({
+    method: 'GET',
+    path: '/admin/projects/:projectId',
+    auth: 'admin',
+    tags,
+    summary: 'Retrieve a project with the secret that signs its capability webhooks',
+    params: ProjectParams,
+    response: {
+      status: 200,
+      schema: ProjectSchema.extend({ webhookSecret: z.string().describe('HMAC-SHA256 key of x-troupe-signature') }),
+      description: 'The project',
+    },
+    errors: [404],
+    handler: async ({ params, resources }) => ({
+      body: { ...(await resources.projects.getProject(params.projectId)), webhookSecret: await resources.projects.webhookSecret(params.projectId) },
+    }),
+  }),
+  defineRoute({
     method: 'POST',
     path: '/admin/projects/:projectId/keys',
     auth: 'admin',

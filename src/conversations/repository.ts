@@ -1,0 +1,95 @@
+import { and, asc, desc, eq, max } from 'drizzle-orm';
+import type { Db, Executor } from '../db/database.ts';
+import { conversations, messages, type MessageRole, type RecordedCapabilityCall } from '../db/schema.ts';
+import { newId } from '../ids.ts';
+
+export interface Conversation {
+  id: string;
+  createdAt: string;
+  characterId: string;
+}
+
+export interface Message {
+  id: string;
+  conversationId: string;
+  role: MessageRole;
+  content: string;
+  createdAt: string;
+}
+
+export interface StoredMessage extends Message {
+  capabilityCalls: RecordedCapabilityCall[];
+}
+
+export async function insertConversation(db: Db, projectId: string, characterId: string): Promise<Conversation> {
+  const [row] = await db.insert(conversations).values({ id: newId('conversation'), projectId, characterId }).returning();
+  if (!row) throw new Error('insert returned no row');
+  return toConversation(row);
+}
+
+export async function findConversation(db: Executor, projectId: string, id: string): Promise<Conversation | undefined> {
+  const [row] = await db
+    .select()
+    .from(conversations)
+    .where(and(eq(conversations.projectId, projectId), eq(conversations.id, id)));
+  return row ? toConversation(row) : undefined;
+}
+
+export async function listMessages(db: Executor, conversationId: string): Promise<StoredMessage[]> {
+  const rows = await db.select().from(messages).where(eq(messages.conversationId, conversationId)).orderBy(asc(messages.seq));
+  return rows.map(toMessage);
+}
+
+/** The newest messages first, for building bounded history. */
+export async function recentMessages(db: Executor, conversationId: string, limit: number): Promise<StoredMessage[]> {
+  const rows = await db
+    .select()
+    .from(messages)
+    .where(eq(messages.conversationId, conversationId))
+    .orderBy(desc(messages.seq))
+    .limit(limit);
+  return rows.map(toMessage);
+}
+
+/**
+ * Appends a message at the next position. The conversation row is locked for the insert, so
+ * positions stay unique and gap-free even if two processes append at once.
+ */
+export async function appendMessage(
+  db: Db,
+  conversationId: string,
+  role: MessageRole,
+  content: string,
+  capabilityCalls: RecordedCapabilityCall[] = [],
+): Promise<StoredMessage> {
+  return db.transaction(async (tx) => {
+    await tx.select({ id: conversations.id }).from(conversations).where(eq(conversations.id, conversationId)).for('update');
+    const [last] = await tx.select({ seq: max(messages.seq) }).from(messages).where(eq(messages.conversationId, conversationId));
+    const [row] = await tx
+      .insert(messages)
+      .values({ id: newId('message'), conversationId, seq: (last?.seq ?? 0) + 1, role, content, capabilityCalls })
+      .returning();
+    if (!row) throw new Error('insert returned no row');
+    return toMessage(row);
+  });
+}
+
+function toConversation(row: typeof conversations.$inferSelect): Conversation {
+  return { id: row.id, createdAt: row.createdAt.toISOString(), characterId: row.characterId };
+}
+
+function toMessage(row: typeof messages.$inferSelect): StoredMessage {
+  return {
+    id: row.id,
+    conversationId: row.conversationId,
+    role: row.role,
+    content: row.content,
+    createdAt: row.createdAt.toISOString(),
+    capabilityCalls: row.capabilityCalls,
+  };
+}
+
+/** The interface's Message fields only. */
+export function publicMessage(m: StoredMessage): Message {
+  return { id: m.id, conversationId: m.conversationId, role: m.role, content: m.content, createdAt: m.createdAt };
+}

@@ -1,0 +1,142 @@
+import type { CapabilityCallEvent, CapabilityExecutor, ClientChannel } from '../capabilities/executor.ts';
+import type { CapabilityService } from '../capabilities/service.ts';
+import type { CharacterService } from '../characters/service.ts';
+import type { Db } from '../db/database.ts';
+import type { RecordedCapabilityCall } from '../db/schema.ts';
+import { TroupeError, notFound } from '../errors.ts';
+import { runCharacterTurn } from '../inference/character-turn.ts';
+import type { InferenceUpstream } from '../inference/upstream.ts';
+import { analyseConversation } from './analysis.ts';
+import { toChatHistory } from './history.ts';
+import type { ConversationHub } from './hub.ts';
+import { Mailbox } from './mailbox.ts';
+import {
+  appendMessage,
+  findConversation,
+  insertConversation,
+  listMessages,
+  publicMessage,
+  recentMessages,
+  type Conversation,
+  type Message,
+} from './repository.ts';
+
+/** Enough recent messages to fill any reasonable history budget. */
+const HISTORY_FETCH_LIMIT = 500;
+
+export interface ExchangeResult {
+  playerMessage: Message;
+  characterMessage: Message;
+  /** Every capability the character called in this reply (an extra field of the HTTP reply). */
+  capabilityCalls: RecordedCapabilityCall[];
+}
+
+/** Where a player's message came from: the WebSocket waits for client call results, HTTP does not. */
+export type Surface = { kind: 'http' } | { kind: 'websocket' };
+
+export interface ConversationDeps {
+  db: Db;
+  characters: CharacterService;
+  capabilities: CapabilityService;
+  upstream: InferenceUpstream;
+  executor: CapabilityExecutor;
+  hub: ConversationHub;
+  maxRounds: number;
+  historyTokens: number;
+}
+
+/**
+ * Conversations: persisted history with a character. Each conversation's work goes through its
+ * mailbox, so replies are produced one at a time in arrival order. The player's message is
+ * stored before the model is called and is kept whatever happens to the reply.
+ */
+export class ConversationService {
+  readonly #deps: ConversationDeps;
+  readonly #mailbox = new Mailbox();
+
+  constructor(deps: ConversationDeps) {
+    this.#deps = deps;
+  }
+
+  async create(projectId: string, characterId: string): Promise<Conversation> {
+    try {
+      await this.#deps.characters.get(projectId, characterId);
+    } catch (err) {
+      if (err instanceof TroupeError && err.code === 'not_found') {
+        throw new TroupeError('invalid_reference', `No character with id '${characterId}' exists in this project.`, {
+          param: 'characterId',
+          detailCode: 'character_not_found',
+        });
+      }
+      throw err;
+    }
+    return insertConversation(this.#deps.db, projectId, characterId);
+  }
+
+  async get(projectId: string, id: string): Promise<Conversation> {
+    const conversation = await findConversation(this.#deps.db, projectId, id);
+    if (!conversation) throw notFound('conversation', id);
+    return conversation;
+  }
+
+  async getWithMessages(projectId: string, id: string): Promise<Conversation & { messages: Message[] }> {
+    const conversation = await this.get(projectId, id);
+    const messages = await listMessages(this.#deps.db, id);
+    return { ...conversation, messages: messages.map(publicMessage) };
+  }
+
+  /** A player's message and the character's reply, streamed to the conversation's sockets. */
+  async send(projectId: string, conversationId: string, content: string, surface: Surface, signal: AbortSignal): Promise<ExchangeResult> {
+    const conversation = await this.get(projectId, conversationId);
+    return this.#mailbox.run(conversationId, async () => {
+      const { db, hub } = this.#deps;
+      const playerMessage = await appendMessage(db, conversationId, 'player', content);
+      const character = await this.#deps.characters.get(projectId, conversation.characterId);
+      const capabilities = await this.#deps.capabilities.getMany(projectId, character.capabilityGroupIds);
+      const history = toChatHistory(await recentMessages(db, conversationId, HISTORY_FETCH_LIMIT), this.#deps.historyTokens);
+      const publish = (event: Parameters<ConversationHub['publish']>[1]) => hub.publish(conversationId, event);
+      const channel: ClientChannel = {
+        deliver: (call: CapabilityCallEvent) =>
+          publish({ type: 'capability', characterId: character.id, name: call.name, params: call.params, callId: call.callId }),
+        ...(surface.kind === 'websocket'
+          ? { awaitResult: (callId: string, timeoutMs: number, s: AbortSignal) => hub.awaitResult(conversationId, callId, timeoutMs, s) }
+          : {}),
+      };
+      let turn;
+      try {
+        turn = await runCharacterTurn(
+          { upstream: this.#deps.upstream, executor: this.#deps.executor, maxRounds: this.#deps.maxRounds },
+          {
+            projectId,
+            conversationId,
+            character,
+            capabilities,
+            history,
+            channel,
+            signal,
+            onText: (delta) => publish({ type: 'chunk', characterId: character.id, content: delta, done: false }),
+          },
+        );
+      } catch (err) {
+        publish({ type: 'error', message: err instanceof TroupeError ? err.message : 'The character could not reply.' });
+        throw err;
+      }
+      publish({ type: 'chunk', characterId: character.id, content: '', done: true });
+      const characterMessage = await appendMessage(db, conversationId, 'character', turn.text, turn.calls);
+      return { playerMessage: publicMessage(playerMessage), characterMessage: publicMessage(characterMessage), capabilityCalls: turn.calls };
+    });
+  }
+
+  /**
+   * Mode `analysis`: an out-of-character read of the conversation for designers, streamed to
+   * `onText` only and never stored, so it does not enter the character's in-world history.
+   */
+  async analyse(projectId: string, conversationId: string, question: string, onText: (delta: string) => void, signal: AbortSignal): Promise<string> {
+    const conversation = await this.get(projectId, conversationId);
+    return this.#mailbox.run(conversationId, async () => {
+      const character = await this.#deps.characters.get(projectId, conversation.characterId);
+      const messages = await listMessages(this.#deps.db, conversationId);
+      return analyseConversation(this.#deps.upstream, { character, messages, question, onText, signal });
+    });
+  }
+}
