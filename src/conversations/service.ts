@@ -86,9 +86,10 @@ export class ConversationService {
   }
 
   /** A player's message and the character's reply, streamed to the conversation's sockets. */
-  async send(projectId: string, conversationId: string, content: string, surface: Surface, signal: AbortSignal): Promise<ExchangeResult> {
-    const conversation = await this.get(projectId, conversationId);
+  send(projectId: string, conversationId: string, content: string, surface: Surface, signal: AbortSignal): Promise<ExchangeResult> {
+    // Queued synchronously, before any await: arrival order is mailbox order.
     return this.#mailbox.run(conversationId, async () => {
+      const conversation = await this.get(projectId, conversationId);
       const { db, hub } = this.#deps;
       const playerMessage = await appendMessage(db, conversationId, 'player', content);
       const character = await this.#deps.characters.get(projectId, conversation.characterId);
@@ -121,8 +122,9 @@ export class ConversationService {
         publish({ type: 'error', message: err instanceof TroupeError ? err.message : 'The character could not reply.' });
         throw err;
       }
-      publish({ type: 'chunk', characterId: character.id, content: '', done: true });
+      // Stored before `done` goes out, so a client that reacts to `done` finds the reply in the history.
       const characterMessage = await appendMessage(db, conversationId, 'character', turn.text, turn.calls);
+      publish({ type: 'chunk', characterId: character.id, content: '', done: true });
       return { playerMessage: publicMessage(playerMessage), characterMessage: publicMessage(characterMessage), capabilityCalls: turn.calls };
     });
   }
@@ -131,9 +133,9 @@ export class ConversationService {
    * Mode `analysis`: an out-of-character read of the conversation for designers, streamed to
    * `onText` only and never stored, so it does not enter the character's in-world history.
    */
-  async analyse(projectId: string, conversationId: string, question: string, onText: (delta: string) => void, signal: AbortSignal): Promise<string> {
-    const conversation = await this.get(projectId, conversationId);
+  analyse(projectId: string, conversationId: string, question: string, onText: (delta: string) => void, signal: AbortSignal): Promise<string> {
     return this.#mailbox.run(conversationId, async () => {
+      const conversation = await this.get(projectId, conversationId);
       const character = await this.#deps.characters.get(projectId, conversation.characterId);
       const messages = await listMessages(this.#deps.db, conversationId);
       return analyseConversation(this.#deps.upstream, { character, messages, question, onText, signal });

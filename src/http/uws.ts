@@ -69,20 +69,20 @@ export async function startUwsServer(options: HttpEngineOptions): Promise<HttpSe
         sockets.add(ws);
         const data = ws.getUserData();
         data.session = uwsSession(ws);
-        guard(options, () => data.handler.onOpen(data.session as WebSocketSession));
+        later(options, () => data.handler.onOpen(data.session as WebSocketSession));
       },
       message: (ws, message, isBinary) => {
         const data = ws.getUserData();
         // The ArrayBuffer is neutered when this callback returns: decode (copy) it now.
         const text = Buffer.from(message).toString('utf8');
-        guard(options, () => data.handler.onMessage(data.session as WebSocketSession, text, isBinary));
+        later(options, () => data.handler.onMessage(data.session as WebSocketSession, text, isBinary));
       },
       close: (ws, code, message) => {
         sockets.delete(ws);
         const data = ws.getUserData();
         data.closed = true;
         const reason = Buffer.from(message).toString('utf8');
-        guard(options, () => data.handler.onClose(code, reason));
+        later(options, () => data.handler.onClose(code, reason));
       },
     });
   }
@@ -223,6 +223,15 @@ async function stream(
     if (!state.aborted) res.cork(() => res.end());
     state.finished = true;
   }
+}
+
+/**
+ * Runs a WebSocket callback on Node's own loop: uWS calls its ws handlers without draining
+ * process.nextTick work afterwards, which stalls libraries that rely on it (postgres.js did)
+ * until some unrelated event. setImmediate keeps the callbacks in order.
+ */
+function later(options: HttpEngineOptions, fn: () => void): void {
+  setImmediate(() => guard(options, fn));
 }
 
 interface SocketData {

@@ -84,17 +84,18 @@ describe.each(BACKENDS)('conversations over HTTP on $kind', (backend) => {
     expect(stored.messages.map((m: { role: string; content: string }) => [m.role, m.content])).toEqual([['player', 'Are you there?']]);
   });
 
-  it('processes concurrent messages to one conversation one at a time, in arrival order', async () => {
+  it('processes concurrent messages to one conversation one at a time: each reply follows its own message', async () => {
     const id = await start();
     const contents = ['one', 'two', 'three', 'four'];
-    const replies = [];
-    for (const content of contents) replies.push(f.api.post(`/conversations/${id}/messages`, { content }).expect(200));
-    await Promise.all(replies);
+    // Separate connections: the server sees them in some order, and handles them one by one.
+    await Promise.all(contents.map((content) => f.api.post(`/conversations/${id}/messages`, { content }).expect(200)));
     const stored = await f.api.get(`/conversations/${id}`).expect(200);
+    const lines = stored.messages.map((m: { role: string; content: string }) => `${m.role}:${m.content}`);
     // The fake upstream echoes the last user message, so each reply names the message it answered.
-    expect(stored.messages.map((m: { role: string; content: string }) => `${m.role}:${m.content}`)).toEqual(
-      contents.flatMap((c) => [`player:${c}`, `character:${c}`]),
-    );
+    const pairs = [];
+    for (let i = 0; i < lines.length; i += 2) pairs.push([lines[i], lines[i + 1]]);
+    expect(pairs.map(([p]) => p).sort()).toEqual(contents.map((c) => `player:${c}`).sort());
+    for (const [player, reply] of pairs) expect(reply).toBe(player.replace('player:', 'character:'));
   });
 
   it('rejects an empty or missing content with 400 and stores nothing', async () => {
