@@ -36,6 +36,7 @@ async function main(): Promise<void> {
     logger.info({ signal }, 'shutting down');
     server.stop().then(
       () => {
+        logger.flush();
         process.exitCode = 0;
       },
       (err: unknown) => {

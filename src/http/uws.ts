@@ -117,20 +117,28 @@ export async function startUwsServer(options: HttpEngineOptions): Promise<HttpSe
 
 interface Exchange {
   request: HttpRequest;
-  body: BodyQueue;
+  /** Null for requests without a body. */
+  body: BodyQueue | null;
   /** `finished`: the reply ended; uWS forbids touching `res` after that (or after an abort). */
   state: { aborted: boolean; finished: boolean; onWritable: ((ok: boolean) => void) | null };
 }
 
+/** The body of every request that has none: already complete, shared. */
+const NO_BODY: AsyncIterable<Uint8Array> = { [Symbol.asyncIterator]: () => ({ next: async () => ({ done: true, value: undefined }) }) };
+
+/**
+ * Copies what the request needs out of uWS. Only the headers are copied eagerly; the abort
+ * signal, query and remote address are made when first asked for (most GETs never ask).
+ */
 function capture(res: uWS.HttpResponse, req: uWS.HttpRequest): Exchange {
   const state: Exchange['state'] = { aborted: false, finished: false, onWritable: null };
   const usable = () => !state.aborted && !state.finished;
-  const controller = new AbortController();
-  const body = new BodyQueue({ highWaterMark: BODY_HIGH_WATER_MARK, onDrain: () => usable() && res.resume() });
+  let controller: AbortController | null = null;
+  let body: BodyQueue | null = null;
   res.onAborted(() => {
     state.aborted = true;
-    controller.abort();
-    body.fail(new Error('the client closed the connection'));
+    controller?.abort();
+    body?.fail(new Error('the client closed the connection'));
     state.onWritable?.(false);
   });
   const headers: Record<string, string> = {};
@@ -138,24 +146,38 @@ function capture(res: uWS.HttpResponse, req: uWS.HttpRequest): Exchange {
     headers[name] = name in headers ? `${headers[name]}, ${value}` : value;
   });
   const method = req.getCaseSensitiveMethod().toUpperCase();
+  const rawQuery = req.getQuery() ?? '';
   if (hasBody(method, headers)) {
+    const queue = new BodyQueue({ highWaterMark: BODY_HIGH_WATER_MARK, onDrain: () => usable() && res.resume() });
+    body = queue;
     res.onData((chunk, isLast) => {
-      // The ArrayBuffer is neutered when this callback returns: copy it.
-      // Data can still arrive after an early reply; it is dropped with the connection.
-      if (chunk.byteLength > 0 && !body.push(Buffer.from(new Uint8Array(chunk))) && usable()) res.pause();
-      if (isLast) body.end();
+      // The ArrayBuffer is neutered when this callback returns: copy it. Data can still
+      // arrive after an early reply; it is dropped with the connection.
+      if (chunk.byteLength > 0 && !queue.push(Buffer.from(new Uint8Array(chunk))) && usable()) res.pause();
+      if (isLast) queue.end();
     });
-  } else {
-    body.end();
   }
+  let query: URLSearchParams | null = null;
+  let remoteAddress: string | null = null;
   const request: HttpRequest = {
     method,
     path: req.getUrl(),
-    query: new URLSearchParams(req.getQuery() ?? ''),
+    get query() {
+      return (query ??= new URLSearchParams(rawQuery));
+    },
     headers,
-    remoteAddress: Buffer.from(res.getRemoteAddressAsText()).toString(),
-    signal: controller.signal,
-    body,
+    get remoteAddress() {
+      if (remoteAddress === null) remoteAddress = usable() ? Buffer.from(res.getRemoteAddressAsText()).toString() : '';
+      return remoteAddress;
+    },
+    get signal() {
+      if (!controller) {
+        controller = new AbortController();
+        if (state.aborted) controller.abort();
+      }
+      return controller.signal;
+    },
+    body: body ?? NO_BODY,
   };
   return { request, body, state };
 }
@@ -175,7 +197,7 @@ async function respond(res: uWS.HttpResponse, exchange: Exchange, options: HttpE
   }
   // Close after replying while shutting down, or when part of the body was left unread
   // (413, or a route that ignores it) so it is not parsed as the next request.
-  const close = reply.closeConnection === true || lifecycle.closing || !exchange.body.complete;
+  const close = reply.closeConnection === true || lifecycle.closing || (exchange.body !== null && !exchange.body.complete);
   const { body } = reply;
   res.cork(() => {
     writeHead(res, reply.status, reply.headers);

@@ -6,6 +6,8 @@ export class Metrics {
   readonly #requests: Counter<'method' | 'route' | 'status'>;
   readonly #duration: Histogram<'method' | 'route' | 'status'>;
   readonly #inFlight: Gauge;
+  /** Label children per (method, route, status): resolving labels on every request was costly. */
+  readonly #series = new Map<string, { count: { inc(): void }; duration: { observe(v: number): void } }>();
 
   constructor() {
     collectDefaultMetrics({ register: this.registry, prefix: 'troupe_' });
@@ -35,10 +37,16 @@ export class Metrics {
 
   /** Ends a request begun with requestStarted. `route` is the route pattern (never the raw path) so label cardinality stays bounded. */
   observeRequest(method: string, route: string, status: number, seconds: number): void {
-    const labels = { method, route, status: String(status) };
     this.#inFlight.dec();
-    this.#requests.inc(labels);
-    this.#duration.observe(labels, seconds);
+    const key = `${method} ${route} ${status}`;
+    let series = this.#series.get(key);
+    if (!series) {
+      const labels = { method, route, status: String(status) };
+      series = { count: this.#requests.labels(labels), duration: this.#duration.labels(labels) };
+      this.#series.set(key, series);
+    }
+    series.count.inc();
+    series.duration.observe(seconds);
   }
 
   async render(): Promise<{ contentType: string; text: string }> {

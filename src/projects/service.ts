@@ -48,10 +48,14 @@ export class ProjectService {
   readonly #invalidations: Invalidations;
   readonly #principals: ReadCache<Principal>;
   readonly #secrets = new Map<string, string>();
+  /** Recent keys and their hashes: hashing every request's key showed up in the profile. */
+  readonly #hashes = new Map<string, string>();
+  readonly #maxHashes: number;
 
   constructor(options: { db: Db; invalidations: Invalidations; cacheMaxEntries: number }) {
     this.#db = options.db;
     this.#invalidations = options.invalidations;
+    this.#maxHashes = options.cacheMaxEntries;
     this.#principals = new ReadCache({
       maxEntries: options.cacheMaxEntries,
       load: (hash) => this.#loadPrincipal(hash),
@@ -132,7 +136,16 @@ export class ProjectService {
   /** Resolves a presented key to its project, or null when it is unknown or revoked. */
   async authenticate(key: string): Promise<Principal | null> {
     if (!looksLikeApiKey(key)) return null;
-    return (await this.#principals.get(hashApiKey(key))) ?? null;
+    let hash = this.#hashes.get(key);
+    if (hash === undefined) {
+      hash = hashApiKey(key);
+      if (this.#hashes.size >= this.#maxHashes) {
+        const oldest = this.#hashes.keys().next();
+        if (!oldest.done) this.#hashes.delete(oldest.value);
+      }
+      if (this.#maxHashes > 0) this.#hashes.set(key, hash);
+    }
+    return (await this.#principals.get(hash)) ?? null;
   }
 
   async #loadPrincipal(hash: string): Promise<Principal | undefined> {
