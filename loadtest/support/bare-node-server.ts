@@ -1,0 +1,34 @@
+/**
+ * Baseline: the smallest node:http server that answers every GET with a fixed JSON body.
+ * Listens on 127.0.0.1 and an ephemeral port unless BENCH_PORT is set; prints
+ * `{"msg":"bare listening","engine":"node","port":N}`.
+ */
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { BARE_READY_MSG, JSON_CONTENT_TYPE, SAMPLE_CHARACTER_BODY } from './sample-body.ts';
+
+const body = Buffer.from(process.env.BENCH_BODY || SAMPLE_CHARACTER_BODY);
+const port = Number(process.env.BENCH_PORT ?? 0);
+const headers = { 'content-type': JSON_CONTENT_TYPE, 'content-length': String(body.byteLength) };
+
+const server = createServer((req, res) => {
+  if (req.method !== 'GET') {
+    res.writeHead(405).end();
+    return;
+  }
+  res.writeHead(200, headers);
+  res.end(body);
+});
+// Same keep-alive setting as Troupe's node engine.
+server.keepAliveTimeout = 65_000;
+
+server.listen(port, '127.0.0.1', () => {
+  const stop = () => {
+    server.closeAllConnections();
+    server.close(() => process.exit(0));
+  };
+  process.on('SIGTERM', stop);
+  process.on('SIGINT', stop);
+  const address = server.address() as AddressInfo;
+  process.stdout.write(`${JSON.stringify({ msg: BARE_READY_MSG, engine: 'node', port: address.port })}\n`);
+});
