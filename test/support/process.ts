@@ -5,6 +5,12 @@ import { fileURLToPath } from 'node:url';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
 
+/** Children still running; a test that fails or times out must not leave servers behind. */
+const running = new Set<ChildProcess>();
+process.on('exit', () => {
+  for (const child of running) child.kill('SIGKILL');
+});
+
 export interface TroupeProcess {
   child: ChildProcess;
   url: string;
@@ -24,10 +30,12 @@ export async function spawnTroupe(env: Record<string, string>): Promise<TroupePr
     env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '', PORT: '0', HOST: '127.0.0.1', ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
+  running.add(child);
   let out = '';
   let err = '';
   child.stderr?.on('data', (chunk: Buffer) => (err += chunk.toString()));
   const exited = once(child, 'exit') as Promise<[number | null, NodeJS.Signals | null]>;
+  void exited.then(() => running.delete(child));
   const port = await new Promise<number>((resolve, reject) => {
     child.stdout?.on('data', (chunk: Buffer) => {
       out += chunk.toString();
