@@ -1,4 +1,5 @@
 import { notify, type Database, type Executor, type Unlisten } from '../db/database.ts';
+import { ReadCache } from './read-cache.ts';
 
 /** What a cached entry is keyed by: a character or capability id, or the hash of an API key. */
 export type InvalidationTopic = 'character' | 'capability' | 'apiKey';
@@ -41,6 +42,13 @@ export class Invalidations {
     const list = this.#subscribers.get(topic) ?? [];
     list.push(subscriber);
     this.#subscribers.set(topic, list);
+  }
+
+  /** A read cache whose entries this topic's invalidations evict (and resets clear). */
+  cache<T>(topic: InvalidationTopic, options: { maxEntries: number; load: (key: string) => Promise<T | undefined> }): ReadCache<T> {
+    const cache = new ReadCache<T>(options);
+    this.subscribe(topic, { onInvalidate: (id) => cache.invalidate(id), onReset: () => cache.clear() });
+    return cache;
   }
 
   async publish(executor: Executor, topic: InvalidationTopic, ids: readonly string[]): Promise<void> {

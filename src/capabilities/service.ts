@@ -1,6 +1,6 @@
 import { and, asc, eq, gt } from 'drizzle-orm';
 import type { Invalidations } from '../cache/invalidations.ts';
-import { ReadCache } from '../cache/read-cache.ts';
+import type { ReadCache } from '../cache/read-cache.ts';
 import type { Db } from '../db/database.ts';
 import { capabilities, characterCapabilities } from '../db/schema.ts';
 import { TroupeError, notFound } from '../errors.ts';
@@ -17,16 +17,12 @@ export class CapabilityService {
   constructor(options: { db: Db; invalidations: Invalidations; cacheMaxEntries: number }) {
     this.#db = options.db;
     this.#invalidations = options.invalidations;
-    this.#cache = new ReadCache({
+    this.#cache = this.#invalidations.cache('capability', {
       maxEntries: options.cacheMaxEntries,
       load: async (id) => {
         const [row] = await this.#db.select().from(capabilities).where(eq(capabilities.id, id));
         return row ? Object.freeze(toCapability(row)) : undefined;
       },
-    });
-    this.#invalidations.subscribe('capability', {
-      onInvalidate: (id) => this.#cache.invalidate(id),
-      onReset: () => this.#cache.clear(),
     });
   }
 

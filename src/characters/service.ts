@@ -1,6 +1,6 @@
 import { and, eq } from 'drizzle-orm';
 import type { Invalidations } from '../cache/invalidations.ts';
-import { ReadCache } from '../cache/read-cache.ts';
+import type { ReadCache } from '../cache/read-cache.ts';
 import type { Db, Tx } from '../db/database.ts';
 import { characters } from '../db/schema.ts';
 import { TroupeError, notFound } from '../errors.ts';
@@ -29,16 +29,12 @@ export class CharacterService {
   constructor(options: { db: Db; invalidations: Invalidations; cacheMaxEntries: number }) {
     this.#db = options.db;
     this.#invalidations = options.invalidations;
-    this.#cache = new ReadCache({
+    this.#cache = this.#invalidations.cache('character', {
       maxEntries: options.cacheMaxEntries,
       load: async (id) => {
         const found = await findCharacter(this.#db, id);
         return found ? Object.freeze(found) : undefined;
       },
-    });
-    this.#invalidations.subscribe('character', {
-      onInvalidate: (id) => this.#cache.invalidate(id),
-      onReset: () => this.#cache.clear(),
     });
   }
 

@@ -1,6 +1,6 @@
 import { and, asc, eq, gt, isNull } from 'drizzle-orm';
 import type { Invalidations } from '../cache/invalidations.ts';
-import { ReadCache } from '../cache/read-cache.ts';
+import type { ReadCache } from '../cache/read-cache.ts';
 import type { Db } from '../db/database.ts';
 import { apiKeys, projects } from '../db/schema.ts';
 import { notFound } from '../errors.ts';
@@ -56,13 +56,9 @@ export class ProjectService {
     this.#db = options.db;
     this.#invalidations = options.invalidations;
     this.#maxHashes = options.cacheMaxEntries;
-    this.#principals = new ReadCache({
+    this.#principals = this.#invalidations.cache('apiKey', {
       maxEntries: options.cacheMaxEntries,
       load: (hash) => this.#loadPrincipal(hash),
-    });
-    this.#invalidations.subscribe('apiKey', {
-      onInvalidate: (hash) => this.#principals.invalidate(hash),
-      onReset: () => this.#principals.clear(),
     });
   }
 
