@@ -128,13 +128,16 @@ export class InferenceUpstream {
    * upstream request is ended however iteration stops.
    */
   async *chunks(stream: UpstreamStream, signal: AbortSignal): AsyncGenerator<ChatCompletionChunk> {
+    let complete = false;
     try {
       yield stream.first;
       for (let next = await stream.rest.next(); !next.done; next = await stream.rest.next()) yield next.value;
+      complete = true;
     } catch (err) {
       throw this.#mapError(err, signal);
     } finally {
-      stream.cancel();
+      // A finished stream needs no abort (each one cost a DOMException on the hot path).
+      if (!complete) stream.cancel();
     }
   }
 

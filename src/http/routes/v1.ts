@@ -57,10 +57,12 @@ export const v1Routes = [
         body: null,
         headers: { 'content-type': 'text/event-stream; charset=utf-8', 'cache-control': 'no-cache', 'x-accel-buffering': 'no' },
         stream: async (sink) => {
+          let complete = false;
           try {
             for await (const chunk of chunks) {
               if (!(await sink.write(`data: ${JSON.stringify(chunk)}\n\n`))) return; // client gone
             }
+            complete = true;
             await sink.write('data: [DONE]\n\n');
           } catch (err) {
             // After the first byte the status is sent: report the failure as an error event.
@@ -68,7 +70,7 @@ export const v1Routes = [
             resources.logger.warn({ err, requestId }, 'chat completion stream failed');
             await sink.write(`data: ${JSON.stringify(toErrorBody(err, requestId).body)}\n\n`);
           } finally {
-            cancel();
+            if (!complete) cancel();
           }
         },
       };
