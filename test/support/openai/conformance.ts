@@ -6,7 +6,7 @@
 // two 2019-09 `$recursiveRef`s. Read literally as 3.1, `nullable` is an unknown annotation and
 // every non-final chunk (finish_reason null) would fail, which is plainly not the intent; so
 // `nullable: true` becomes `anyOf: [schema, {type: "null"}]`. Nothing else is relaxed.
-import { readFileSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { Ajv2020, type ErrorObject, type ValidateFunction } from 'ajv/dist/2020.js';
@@ -14,7 +14,8 @@ import formatsModule from 'ajv-formats';
 import { load } from 'js-yaml';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../..');
-export const OPENAPI_PATH = path.resolve(ROOT, '..', 'shared', 'conformance', 'openai-openapi.yaml');
+/** The project's shared/ folder sits beside the repository (as CI checks it out); OPENAI_CONFORMANCE_YAML overrides. */
+export const OPENAPI_PATH = process.env.OPENAI_CONFORMANCE_YAML ?? path.resolve(ROOT, '..', 'shared', 'conformance', 'openai-openapi.yaml');
 
 /** Component names in the document for the objects Troupe's /v1 sends or forwards. */
 export const SCHEMAS = {
@@ -68,6 +69,9 @@ let state: State | undefined;
 function loadState(): State {
   if (state) return state;
   const started = performance.now();
+  if (!existsSync(OPENAPI_PATH)) {
+    throw new Error(`The OpenAI conformance document is not at ${OPENAPI_PATH}: check out shared/ beside the repository, or set OPENAI_CONFORMANCE_YAML to its path.`);
+  }
   const doc = load(readFileSync(OPENAPI_PATH, 'utf8')) as { openapi?: unknown; components?: { schemas?: Record<string, unknown> } };
   if (typeof doc.openapi !== 'string' || !doc.openapi.startsWith('3.1')) {
     // The conversion below assumes 3.1 with 3.0 leftovers; a 3.0 document needs a different one.
