@@ -14,8 +14,10 @@ export interface UpstreamModel {
 export interface UpstreamStream {
   first: ChatCompletionChunk;
   rest: AsyncIterator<ChatCompletionChunk>;
-  /** Ends the upstream request (client gone, or we are done). */
+  /** Ends the upstream request early (client gone, failure). */
   cancel(): void;
+  /** Frees the call's timers once the stream ended normally. */
+  release(): void;
 }
 
 /**
@@ -86,33 +88,39 @@ export class InferenceUpstream {
 
   async complete(params: ChatCompletionCreateParamsNonStreaming, signal: AbortSignal): Promise<ChatCompletion> {
     const client = this.#require();
-    const total = AbortSignal.any([signal, AbortSignal.timeout(this.#config.totalTimeoutMs)]);
+    const scope = callScope(signal, this.#config.totalTimeoutMs);
     try {
-      return await client.chat.completions.create(params, { signal: total });
+      return await client.chat.completions.create(params, { signal: scope.signal });
     } catch (err) {
       throw this.#mapError(err, signal);
+    } finally {
+      scope.release();
     }
   }
 
   /** Resolves once the first chunk arrived; failures until then reject (nothing was sent yet). */
   async stream(params: ChatCompletionCreateParamsStreaming, signal: AbortSignal): Promise<UpstreamStream> {
     const client = this.#require();
-    const controller = new AbortController();
-    const total = AbortSignal.any([signal, controller.signal, AbortSignal.timeout(this.#config.totalTimeoutMs)]);
-    const firstTokenTimer = setTimeout(() => controller.abort(new FirstTokenTimeout()), this.#config.firstTokenTimeoutMs);
+    const scope = callScope(signal, this.#config.totalTimeoutMs);
+    const firstTokenTimer = setTimeout(() => scope.abort(new FirstTokenTimeout()), this.#config.firstTokenTimeoutMs);
     try {
-      const stream = await client.chat.completions.create(params, { signal: total });
+      const stream = await client.chat.completions.create(params, { signal: scope.signal });
       const iterator = stream[Symbol.asyncIterator]();
       const first = await iterator.next();
       if (first.done) throw new TroupeError('upstream_error', 'The inference server ended the stream without sending anything.');
       return {
         first: first.value,
         rest: iterator,
-        cancel: () => controller.abort(),
+        cancel: () => {
+          scope.abort();
+          scope.release();
+        },
+        release: scope.release,
       };
     } catch (err) {
-      controller.abort();
-      if (controller.signal.reason instanceof FirstTokenTimeout) {
+      scope.abort();
+      scope.release();
+      if (scope.signal.reason instanceof FirstTokenTimeout) {
         throw new TroupeError('upstream_unavailable', `The inference server sent no token within ${this.#config.firstTokenTimeoutMs} ms (INFERENCE_FIRST_TOKEN_TIMEOUT_MS).`, {
           detailCode: 'upstream_timeout',
         });
@@ -137,7 +145,8 @@ export class InferenceUpstream {
       throw this.#mapError(err, signal);
     } finally {
       // A finished stream needs no abort (each one cost a DOMException on the hot path).
-      if (!complete) stream.cancel();
+      if (complete) stream.release();
+      else stream.cancel();
     }
   }
 
@@ -191,6 +200,28 @@ export class InferenceUpstream {
 }
 
 class FirstTokenTimeout extends Error {}
+class TotalTimeout extends Error {}
+
+/**
+ * One upstream call's abort signal: the caller's signal or the total timeout ends it. Released
+ * when the call is over, so nothing outlives it: an AbortSignal.timeout per call stayed alive
+ * (3-4 KB each) until its five-minute timer fired, which added up under load.
+ */
+function callScope(signal: AbortSignal, totalMs: number) {
+  const controller = new AbortController();
+  const onAbort = () => controller.abort(signal.reason);
+  if (signal.aborted) controller.abort(signal.reason);
+  else signal.addEventListener('abort', onAbort, { once: true });
+  const timer = setTimeout(() => controller.abort(new TotalTimeout()), totalMs);
+  return {
+    signal: controller.signal,
+    abort: (reason?: unknown) => controller.abort(reason),
+    release: () => {
+      clearTimeout(timer);
+      signal.removeEventListener('abort', onAbort);
+    },
+  };
+}
 
 function retryAfter(headers: Headers | undefined): Record<string, string> {
   const value = headers?.get('retry-after');
