@@ -1,0 +1,654 @@
+/**
+ * Conversations benchmark: `npm run bench:conversations`.
+ *
+ * Per HTTP engine (node; uws when a Node here can load uWebSockets.js), in one run:
+ *   (a) sockets  N idle conversation WebSockets on one Troupe process: Troupe's VmRSS and V8 heap
+ *                before and after they connect (each after a full GC), so memory per socket =
+ *                (after - before) / N. The sockets share BENCH_CONVERSATIONS conversations; their
+ *                client side lives in separate socket-holder processes (counted separately).
+ *   (b) fanout   chunk fan-out to 10 subscribers of one conversation: messages posted over HTTP,
+ *                the upstream streams ~40 chunks stamped with the CLOCK_MONOTONIC µs it wrote them;
+ *                per chunk the spread between first and last subscriber, and the latency from the
+ *                upstream's write to each subscriber.
+ *   (c) perform  open-loop POST /perform at fixed rates, interleaved with direct streamed calls of
+ *                the same body to the upstream (the very body Troupe sent it, recorded by the
+ *                upstream); both get the same fixed reply; the difference is Troupe's added latency.
+ *
+ * Processes, all on 127.0.0.1: this one (clients of b and c), the benchmark upstream
+ * (conversation-support/upstream.ts), one Troupe at a time (`node --expose-gc --import
+ * conversation-support/heap-probe.ts src/main.ts`, with `ulimit -n` raised), and for (a) the
+ * socket-holder processes. All are killed when this process ends, however it ends. Before each
+ * engine it waits while another benchmark (chat-stream.ts, http-read.ts) runs. Prints markdown
+ * tables and writes loadtest/results/conversations-<timestamp>.json.
+ *
+ * Environment (defaults in brackets):
+ *   BENCH_ENGINES              node,uws
+ *   BENCH_PARTS                sockets,fanout,perform
+ *   BENCH_SOCKETS              idle sockets [10000]; capped by the ephemeral ports per source address
+ *                              (one server port) and by file descriptors, with the reason reported
+ *   BENCH_CONVERSATIONS        conversations the idle sockets share [100]
+ *   BENCH_SOURCE_ADDRESSES     client source addresses for (a) [127.0.0.1]; e.g. 127.0.0.1,127.0.0.2
+ *                              lifts the ~28k-per-address port cap (Troupe still listens on 127.0.0.1 only)
+ *   BENCH_SOCKETS_PER_CLIENT   sockets per socket-holder process [15000]
+ *   BENCH_CONNECT_CONCURRENCY  handshakes in flight per socket-holder process [200]
+ *   BENCH_SOCKETS_LOG_LEVEL    Troupe's LOG_LEVEL for (a) [warn]
+ *   BENCH_SOCKET_GOAL_BYTES    memory goal per idle socket [4096]
+ *   BENCH_FANOUT_SUBSCRIBERS   [10]   BENCH_FANOUT_MESSAGES [25]   BENCH_FANOUT_WARMUP [3]
+ *   BENCH_FANOUT_CHUNKS        stamped chunks per reply [40]   BENCH_FANOUT_GAP_MS [5]
+ *   BENCH_PERFORM_RATES        offered req/s per path [50,100,200,400]
+ *   BENCH_PERFORM_DURATION     measured seconds per rate [10]   BENCH_PERFORM_WARMUP [2]
+ *   BENCH_PERFORM_TOKENS       chunks of the fixed reply [40]   BENCH_PERFORM_GAP_MS [0: one burst]
+ *   BENCH_PERFORM_GOAL_MS      added p99 goal [2]   BENCH_MAX_P99_MS a rate with a p99 above is not sustained [100]
+ *   BENCH_KEEP_GOING           1: run every rate even after one is not sustained
+ *   BENCH_LOG_LEVEL            Troupe's LOG_LEVEL for (b) and (c) [info]
+ *   BENCH_CPU_PROF             1: run Troupe of (b)+(c) under --cpu-prof, print its top frames over the perform windows
+ *   BENCH_QUIET_WAIT           before each fan-out / perform phase, wait up to this many s for the rest of the
+ *                              machine to use < BENCH_QUIET_PERCENT [60] % of a core [10; 0 = don't]
+ *   BENCH_WAIT_OTHERS_SEC      how long to wait for other benchmarks in all [1500], checking every 30 s
+ *   BENCH_MAX_RUN_SEC          hard limit for the whole run [3600]
+ *   UWS_NODE                   Node binary that can load uWebSockets.js; else `bash .ci/uws-node.sh`
+ */
+import { execFile } from 'node:child_process';
+import { mkdir, writeFile } from 'node:fs/promises';
+import { cpus, totalmem } from 'node:os';
+import { dirname, join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { promisify } from 'node:util';
+import { waitForQuiet, type WatchedProcess } from './chat-support/cpu-meter.ts';
+import { killPolledChildren } from './chat-support/polled-child.ts';
+import { formatSrcProfile, summarizeSrcProfile, type SrcProfile } from './chat-support/profile-src.ts';
+import { runFanout, type FanoutResult } from './conversation-support/fanout.ts';
+import { killHolders } from './conversation-support/holders.ts';
+import { runIdle, stopIdleClients, type IdlePlan, type IdleResult } from './conversation-support/idle.ts';
+import { requestOnce, runRate, type HttpTarget } from './conversation-support/open-loop.ts';
+import { canRaiseHardLimits, ephemeralPortCount, hardFileLimit, maxFileLimit, openFileCount, openFileLimit, waitForOtherBenchmarks } from './conversation-support/proc.ts';
+import { compareRate, fanoutJson, fanoutTable, gcInWindow, idleTable, performTable, rateJson, type RateResult } from './conversation-support/report.ts';
+import { createCharacter, probeTroupe, sampleMemory, startTroupe, stopTroupe, type Engine, type MemorySample, type Troupe } from './conversation-support/troupe.ts';
+import { DONE_FRAME, expectedPerformBody, LAST_BODY_PATH, UPSTREAM_READY_MSG } from './conversation-support/wire.ts';
+import { installCleanupHandlers, killAllChildren, launch, type Launched } from './support/children.ts';
+import { newestProfile } from './support/profile.ts';
+import { resolveUwsNode } from './support/uws-node.ts';
+
+const execFileAsync = promisify(execFile);
+const HERE = dirname(fileURLToPath(import.meta.url));
+const ROOT = resolve(HERE, '..');
+const RESULTS_DIR = join(HERE, 'results');
+const ENGINES = ['node', 'uws'] as const;
+const PARTS = ['sockets', 'fanout', 'perform'] as const;
+type Part = (typeof PARTS)[number];
+const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'];
+const READY_TIMEOUT_MS = 90_000;
+const UWS_SCRIPT_TIMEOUT_MS = 10 * 60_000;
+/** Ephemeral ports left for everything else (the bench's own HTTP clients, other programs). */
+const PORT_RESERVE = 2_000;
+/** File descriptors asked for Troupe beyond the sockets. */
+const FD_SLACK = 2_048;
+/** File descriptors left free in Troupe beyond those it had open at start (upstream and client connections, logs). */
+const FD_MARGIN = 64;
+const PLAYER_LINE = 'Halt! Who goes there, and what business do you have at the east gate after dark?';
+
+interface Config {
+  engines: Engine[];
+  parts: Part[];
+  sockets: number;
+  conversations: number;
+  sourceAddresses: string[];
+  socketsPerClient: number;
+  connectConcurrency: number;
+  socketsLogLevel: string;
+  socketGoalBytes: number;
+  fanoutSubscribers: number;
+  fanoutMessages: number;
+  fanoutWarmup: number;
+  fanoutChunks: number;
+  fanoutGapMs: number;
+  performRates: number[];
+  performDurationSec: number;
+  performWarmupSec: number;
+  performTokens: number;
+  performGapMs: number;
+  performGoalMs: number;
+  maxP99Ms: number;
+  keepGoing: boolean;
+  logLevel: string;
+  cpuProf: boolean;
+  waitOthersSec: number;
+  maxRunSec: number;
+  quietWaitSec: number;
+  quietPercent: number;
+}
+
+function readConfig(): Config {
+  const env = (name: string) => process.env[name]?.trim() || undefined;
+  const num = (name: string, fallback: number, min: number, integer = true): number => {
+    const raw = env(name);
+    if (raw === undefined) return fallback;
+    const value = Number(raw);
+    if (!Number.isFinite(value) || value < min || (integer && !Number.isInteger(value))) {
+      throw new Error(`${name} must be ${integer ? 'an integer' : 'a number'} >= ${min}, got '${raw}'`);
+    }
+    return value;
+  };
+  const list = <T extends string>(name: string, known: readonly T[]): T[] => {
+    const wanted = (env(name) ?? known.join(',')).split(',').map((s) => s.trim()).filter(Boolean);
+    const unknown = wanted.filter((w) => !(known as readonly string[]).includes(w));
+    if (unknown.length > 0) throw new Error(`${name}: unknown ${unknown.join(', ')}; known: ${known.join(', ')}`);
+    return known.filter((k) => wanted.includes(k));
+  };
+  const level = (name: string, fallback: string) => {
+    const value = env(name) ?? fallback;
+    if (!LOG_LEVELS.includes(value)) throw new Error(`${name} must be one of ${LOG_LEVELS.join(', ')}`);
+    return value;
+  };
+  const rates = (env('BENCH_PERFORM_RATES') ?? '50,100,200,400').split(',').map((s) => Number(s.trim()));
+  if (rates.some((r) => !Number.isFinite(r) || r <= 0)) throw new Error(`BENCH_PERFORM_RATES must be positive numbers, got '${env('BENCH_PERFORM_RATES')}'`);
+  const sources = (env('BENCH_SOURCE_ADDRESSES') ?? '127.0.0.1').split(',').map((s) => s.trim()).filter(Boolean);
+  const bad = sources.filter((s) => !/^127\.\d{1,3}\.\d{1,3}\.\d{1,3}$/.test(s));
+  if (bad.length > 0 || sources.length === 0) throw new Error(`BENCH_SOURCE_ADDRESSES must be loopback IPv4 addresses (127.x.y.z), got '${env('BENCH_SOURCE_ADDRESSES')}'`);
+  const flag = (name: string) => ['1', 'true', 'yes'].includes(env(name) ?? '');
+  return {
+    engines: list('BENCH_ENGINES', ENGINES),
+    parts: list('BENCH_PARTS', PARTS),
+    sockets: num('BENCH_SOCKETS', 10_000, 1),
+    conversations: num('BENCH_CONVERSATIONS', 100, 1),
+    sourceAddresses: [...new Set(sources)],
+    socketsPerClient: num('BENCH_SOCKETS_PER_CLIENT', 15_000, 100),
+    connectConcurrency: num('BENCH_CONNECT_CONCURRENCY', 200, 1),
+    socketsLogLevel: level('BENCH_SOCKETS_LOG_LEVEL', 'warn'),
+    socketGoalBytes: num('BENCH_SOCKET_GOAL_BYTES', 4096, 1),
+    fanoutSubscribers: num('BENCH_FANOUT_SUBSCRIBERS', 10, 1),
+    fanoutMessages: num('BENCH_FANOUT_MESSAGES', 25, 1),
+    fanoutWarmup: num('BENCH_FANOUT_WARMUP', 3, 0),
+    fanoutChunks: num('BENCH_FANOUT_CHUNKS', 40, 1),
+    fanoutGapMs: num('BENCH_FANOUT_GAP_MS', 5, 0),
+    performRates: [...new Set(rates)].sort((a, b) => a - b),
+    performDurationSec: num('BENCH_PERFORM_DURATION', 10, 1, false),
+    performWarmupSec: num('BENCH_PERFORM_WARMUP', 2, 0, false),
+    performTokens: num('BENCH_PERFORM_TOKENS', 40, 1),
+    performGapMs: num('BENCH_PERFORM_GAP_MS', 0, 0),
+    performGoalMs: num('BENCH_PERFORM_GOAL_MS', 2, 0, false),
+    maxP99Ms: num('BENCH_MAX_P99_MS', 100, 1, false),
+    keepGoing: flag('BENCH_KEEP_GOING'),
+    logLevel: level('BENCH_LOG_LEVEL', 'info'),
+    cpuProf: flag('BENCH_CPU_PROF'),
+    waitOthersSec: num('BENCH_WAIT_OTHERS_SEC', 1500, 0),
+    maxRunSec: num('BENCH_MAX_RUN_SEC', 3600, 60),
+    quietWaitSec: num('BENCH_QUIET_WAIT', 10, 0),
+    quietPercent: num('BENCH_QUIET_PERCENT', 60, 1),
+  };
+}
+
+const log = (line: string) => process.stderr.write(`[bench:conversations ${new Date().toISOString().slice(11, 19)}] ${line}\n`);
+
+/** How many idle sockets this machine allows, and how they are spread over client processes. */
+function planSockets(cfg: Config, troupeFds: { limit: number; inUse: number } | null = null): IdlePlan {
+  const caps: { limit: number; reason: string }[] = [];
+  const ports = ephemeralPortCount() ?? 28_232;
+  const perSource = Math.max(0, ports - PORT_RESERVE);
+  caps.push({
+    limit: perSource * cfg.sourceAddresses.length,
+    reason:
+      `ports: Troupe listens on one port of 127.0.0.1, so each client source address can open at most the ${ports} ephemeral ports ` +
+      `(net.ipv4.ip_local_port_range) less ${PORT_RESERVE} kept for other connections = ${perSource} sockets to it; with ` +
+      `${cfg.sourceAddresses.length} source address(es) (${cfg.sourceAddresses.join(', ')}) that is ${perSource * cfg.sourceAddresses.length} ` +
+      '(more needs more loopback source addresses, BENCH_SOURCE_ADDRESSES, or a wider port range)',
+  });
+  if (troupeFds) {
+    caps.push({
+      limit: Math.max(0, troupeFds.limit - troupeFds.inUse - FD_MARGIN),
+      reason: `file descriptors: Troupe got ulimit -n ${troupeFds.limit} and uses ${troupeFds.inUse} itself, less a margin of ${FD_MARGIN}`,
+    });
+  } else {
+    // Raising the hard limit needs CAP_SYS_RESOURCE (root alone is not enough, e.g. in containers).
+    const hard = hardFileLimit('self') ?? 1024;
+    const privileged = canRaiseHardLimits();
+    const fdMax = privileged ? (maxFileLimit() ?? hard) : hard;
+    caps.push({
+      limit: Math.max(0, fdMax - FD_SLACK),
+      reason: privileged
+        ? `file descriptors: at most fs.nr_open = ${fdMax} per process, less ${FD_SLACK} for Troupe itself`
+        : `file descriptors: the hard limit of open files is ${hard} (ulimit -Hn) and this process may not raise it ` +
+          `(no CAP_SYS_RESOURCE), so Troupe cannot hold more than ${hard} sockets and files`,
+    });
+  }
+  const target = Math.min(cfg.sockets, ...caps.map((c) => c.limit));
+  const binding = caps.filter((c) => c.limit < cfg.sockets).sort((a, b) => a.limit - b.limit);
+  // The socket-holder processes are bound by the same file-descriptor limits.
+  const clientFdMax = canRaiseHardLimits() ? (maxFileLimit() ?? 1_048_576) : (hardFileLimit('self') ?? 1024);
+  const perClient = Math.max(100, Math.min(cfg.socketsPerClient, clientFdMax - 1024));
+  const holders: IdlePlan['holders'] = [];
+  let left = target;
+  for (const localAddress of cfg.sourceAddresses) {
+    let share = Math.min(left, perSource);
+    left -= share;
+    while (share > 0) {
+      const count = Math.min(share, perClient);
+      holders.push({ localAddress, count });
+      share -= count;
+    }
+  }
+  return {
+    requested: cfg.sockets,
+    target,
+    capReason: binding.length > 0 ? binding.map((c, i) => `${i === 0 ? 'limit' : 'also'}: ${c.reason} (${c.limit})`).join('; ') : null,
+    conversations: Math.min(cfg.conversations, target),
+    holders,
+  };
+}
+
+/** Waits (at most BENCH_QUIET_WAIT s) for the rest of the machine to calm down before a measured phase. */
+async function quiet(cfg: Config, watch: readonly WatchedProcess[], label: string): Promise<void> {
+  if (cfg.quietWaitSec <= 0) return;
+  const q = await waitForQuiet(cfg.quietWaitSec, cfg.quietPercent, watch);
+  const other = q.otherPercent === null ? '?' : q.otherPercent.toFixed(0);
+  log(`${label}: rest of the machine at ${other}% of a core${q.waitedSec > 1.5 ? ` after waiting ${q.waitedSec.toFixed(0)} s` : ''}`);
+}
+
+interface EngineRun {
+  engine: Engine;
+  nodeBinary: string;
+  fanout: FanoutResult | null;
+  perform: RateResult[];
+  performPreflight: { directMs: number; performMs: number; upstreamRequestBytes: number } | null;
+  /** Troupe's memory (after a full GC) before and after the perform rates: retention shows here. */
+  performMemory: { before: MemorySample; after: MemorySample } | null;
+  idle: IdleResult | null;
+  profile: SrcProfile | null;
+  troupeExits: Record<string, string>;
+  errors: string[];
+  waitedForOthers: { waitedSec: number; stillRunning: string[] };
+}
+
+async function fetchUpstreamBody(upstream: Launched): Promise<Buffer> {
+  const res = await fetch(`http://127.0.0.1:${upstream.port}${LAST_BODY_PATH}`, { signal: AbortSignal.timeout(10_000) });
+  const body = Buffer.from(await res.arrayBuffer());
+  if (res.status !== 200) throw new Error(`upstream ${LAST_BODY_PATH}: ${res.status} ${body.toString('utf8').slice(0, 200)}`);
+  return body;
+}
+
+async function performLadder(cfg: Config, troupe: Troupe, characterId: string, upstream: Launched, run: EngineRun): Promise<void> {
+  const expected = Buffer.from(expectedPerformBody(cfg.performTokens));
+  const perform: HttpTarget = {
+    label: 'perform',
+    port: Number(new URL(troupe.base).port),
+    path: '/perform',
+    headers: { authorization: `Bearer ${troupe.key}`, 'content-type': 'application/json' },
+    body: Buffer.from(JSON.stringify({ npcId: characterId, history: [{ role: 'player', content: PLAYER_LINE }] })),
+    check: (status, body) => (status === 200 && body.equals(expected) ? null : `status ${status}: ${body.toString('utf8').slice(0, 200)}`),
+  };
+  const first = await requestOnce(perform, 15_000);
+  if (first.status !== 200 || !first.body.equals(expected)) {
+    throw new Error(`perform pre-flight: expected ${expected.toString('utf8').slice(0, 120)}…, got ${first.status}: ${first.body.toString('utf8').slice(0, 300)}`);
+  }
+  // The exact request Troupe made for that perform: the direct path replays it.
+  const upstreamBody = await fetchUpstreamBody(upstream);
+  const done = Buffer.from(DONE_FRAME);
+  const probeDirect: HttpTarget = {
+    label: 'direct',
+    port: upstream.port,
+    path: '/v1/chat/completions',
+    headers: { authorization: 'Bearer sk-direct-unused', 'content-type': 'application/json', accept: 'text/event-stream' },
+    body: upstreamBody,
+    check: () => null,
+  };
+  const directFirst = await requestOnce(probeDirect, 15_000);
+  const directLength = directFirst.body.byteLength;
+  if (directFirst.status !== 200 || !directFirst.body.subarray(-done.byteLength).equals(done)) {
+    throw new Error(`direct pre-flight: ${directFirst.status}: ${directFirst.body.toString('utf8').slice(0, 300)}`);
+  }
+  const direct: HttpTarget = {
+    ...probeDirect,
+    check: (status, body) =>
+      status === 200 && body.byteLength === directLength && body.subarray(-done.byteLength).equals(done)
+        ? null
+        : `status ${status}, ${body.byteLength} bytes (expected ${directLength}) ending ${JSON.stringify(body.subarray(-40).toString('utf8'))}`,
+  };
+  run.performPreflight = { directMs: directFirst.ms, performMs: first.ms, upstreamRequestBytes: upstreamBody.byteLength };
+  log(`${troupe.engine} perform: pre-flight ok (direct ${directFirst.ms.toFixed(1)} ms, perform ${first.ms.toFixed(1)} ms; Troupe's upstream request is ${upstreamBody.byteLength} bytes)`);
+
+  const watch = [{ name: 'troupe', pid: troupe.child.pid }, { name: 'upstream', pid: upstream.pid }];
+  const memoryBefore = await sampleMemory(troupe);
+  const firstResult = run.perform.length;
+  for (const rate of cfg.performRates) {
+    await quiet(cfg, watch, `${troupe.engine} perform @ ${rate} req/s`);
+    const [d, p] = await runRate([direct, perform], {
+      rate,
+      warmupSec: cfg.performWarmupSec,
+      durationSec: cfg.performDurationSec,
+      timeoutMs: 10_000,
+      maxSockets: 1024,
+      watch,
+    });
+    if (!d || !p) throw new Error('runRate returned fewer results than targets');
+    const result = compareRate(troupe.engine, d, p, cfg.maxP99Ms);
+    run.perform.push(result);
+    log(
+      `${troupe.engine} perform @ ${rate} req/s: direct p50/p99 ${result.direct.latency.p50.toFixed(2)}/${result.direct.latency.p99.toFixed(2)} ms, ` +
+        `perform ${result.perform.latency.p50.toFixed(2)}/${result.perform.latency.p99.toFixed(2)} ms, added p99 ${result.added.p99.toFixed(2)} ms, ` +
+        `achieved ${result.direct.achievedRps.toFixed(0)}/${result.perform.achievedRps.toFixed(0)}${result.sustained ? '' : ` (NOT sustained: ${result.verdict.join('; ')})`}`,
+    );
+    if (!result.sustained && !cfg.keepGoing) break;
+  }
+  const after = await probeTroupe(troupe);
+  for (const r of run.perform.slice(firstResult)) r.gc = gcInWindow(after.gcEvents, r.monotonicUs);
+  run.performMemory = { before: memoryBefore, after: after.memory };
+  log(
+    `${troupe.engine} perform: Troupe heap used after a full GC ${(memoryBefore.heapUsed / 2 ** 20).toFixed(1)} MiB before the rates, ` +
+      `${(after.memory.heapUsed / 2 ** 20).toFixed(1)} MiB after; RSS ${(memoryBefore.rss / 2 ** 20).toFixed(1)} -> ${(after.memory.rss / 2 ** 20).toFixed(1)} MiB`,
+  );
+}
+
+async function benchEngine(cfg: Config, engine: Engine, nodeBinary: string, upstream: Launched, stamp: string, waited: EngineRun['waitedForOthers']): Promise<EngineRun> {
+  const run: EngineRun = {
+    engine,
+    nodeBinary,
+    fanout: null,
+    perform: [],
+    performPreflight: null,
+    performMemory: null,
+    idle: null,
+    profile: null,
+    troupeExits: {},
+    errors: [],
+    waitedForOthers: waited,
+  };
+  const upstreamUrl = `http://127.0.0.1:${upstream.port}/v1`;
+  const wants = (part: Part) => cfg.parts.includes(part);
+
+  if (wants('fanout') || wants('perform')) {
+    const profDir = cfg.cpuProf ? join(RESULTS_DIR, `cpuprof-conversations-${stamp}`, engine) : null;
+    log(`${engine}: starting Troupe for fan-out and perform (LOG_LEVEL=${cfg.logLevel}${profDir ? ', --cpu-prof' : ''})`);
+    const troupe = await startTroupe({ engine, nodeBinary, upstreamUrl, logLevel: cfg.logLevel, fdLimit: 65_536, cpuProfDir: profDir, root: ROOT, readyTimeoutMs: READY_TIMEOUT_MS });
+    try {
+      const characterId = await createCharacter(troupe, 'Gate Guard');
+      const watch = [{ name: 'troupe', pid: troupe.child.pid }, { name: 'upstream', pid: upstream.pid }];
+      if (wants('fanout')) {
+        try {
+          await quiet(cfg, watch, `${engine} fan-out`);
+          run.fanout = await runFanout(
+            troupe,
+            characterId,
+            {
+              subscribers: cfg.fanoutSubscribers,
+              messages: cfg.fanoutMessages,
+              warmupMessages: cfg.fanoutWarmup,
+              chunks: cfg.fanoutChunks,
+              gapMs: cfg.fanoutGapMs,
+              pauseMs: 50,
+              timeoutMs: 15_000,
+              watch,
+            },
+            (line) => log(`${engine} ${line}`),
+          );
+        } catch (err) {
+          run.errors.push(`fan-out: ${(err as Error).message}`);
+          log(`${engine}: fan-out failed: ${(err as Error).message}`);
+        }
+      }
+      if (wants('perform')) {
+        try {
+          await performLadder(cfg, troupe, characterId, upstream, run);
+        } catch (err) {
+          run.errors.push(`perform: ${(err as Error).message}`);
+          log(`${engine}: perform failed: ${(err as Error).message}`);
+        }
+      }
+    } finally {
+      run.troupeExits.fanoutPerform = await stopTroupe(troupe, profDir ? 30_000 : 10_000);
+    }
+    if (profDir) {
+      const file = await newestProfile(profDir);
+      const windows = run.perform.map((r) => r.monotonicUs);
+      const window = windows.length > 0 ? { start: Math.min(...windows.map((w) => w.start)), end: Math.max(...windows.map((w) => w.end)) } : null;
+      if (file) run.profile = await summarizeSrcProfile(file, window);
+      else log(`${engine}: no .cpuprofile written in ${profDir}`);
+    }
+  }
+
+  if (wants('sockets')) {
+    let plan = planSockets(cfg);
+    if (plan.capReason) log(`${engine} idle sockets: ${plan.requested} requested, ${plan.target} possible: ${plan.capReason}`);
+    log(`${engine}: starting Troupe for ${plan.target} idle sockets (LOG_LEVEL=${cfg.socketsLogLevel}, ulimit -n ${plan.target + FD_SLACK})`);
+    const troupe = await startTroupe({
+      engine,
+      nodeBinary,
+      upstreamUrl,
+      logLevel: cfg.socketsLogLevel,
+      fdLimit: plan.target + FD_SLACK,
+      cpuProfDir: null,
+      root: ROOT,
+      readyTimeoutMs: READY_TIMEOUT_MS,
+    });
+    try {
+      // What Troupe actually got decides: the wrapper falls back to the hard limit when raising fails.
+      const inUse = openFileCount(troupe.child.pid);
+      if (troupe.fdLimit !== null && inUse !== null) {
+        plan = planSockets(cfg, { limit: troupe.fdLimit, inUse });
+        if (plan.capReason) log(`${engine} idle sockets: with Troupe's ulimit -n ${troupe.fdLimit}: ${plan.target} sockets; ${plan.capReason}`);
+      }
+      const characterId = await createCharacter(troupe, 'Innkeeper');
+      run.idle = await runIdle(
+        troupe,
+        characterId,
+        plan,
+        { concurrency: cfg.connectConcurrency, connectTimeoutMs: 30_000, settleMs: 3_000, warmupSockets: 500, root: ROOT },
+        (line) => log(`${engine} ${line}`),
+      );
+    } catch (err) {
+      run.errors.push(`idle sockets: ${(err as Error).message}`);
+      log(`${engine}: idle sockets failed: ${(err as Error).message}`);
+    } finally {
+      // Troupe first: it closes the sockets from its side, so the clients' ports are not left in TIME_WAIT.
+      run.troupeExits.sockets = await stopTroupe(troupe, 30_000);
+      await stopIdleClients();
+    }
+  }
+  return run;
+}
+
+async function gitState(): Promise<{ head: string; dirtySrc: string[] }> {
+  const git = (args: string[]) => execFileAsync('git', args, { cwd: ROOT, timeout: 10_000 }).then((r) => r.stdout, () => '');
+  const head = (await git(['rev-parse', '--short', 'HEAD'])).trim() || 'unknown';
+  const status = await git(['status', '--porcelain', '--', 'src']);
+  return { head, dirtySrc: status.split('\n').map((l) => l.slice(3).trim()).filter(Boolean) };
+}
+
+function killEverything(): void {
+  killAllChildren();
+  killPolledChildren();
+  killHolders();
+}
+
+async function main(): Promise<void> {
+  const started = Date.now();
+  const cfg = readConfig();
+  if (Number(process.versions.node.split('.')[0]) < 24) throw new Error(`run with Node >= 24 (npm run bench:conversations), not ${process.version}`);
+  installCleanupHandlers();
+  process.on('exit', killEverything);
+  const deadline = setTimeout(() => {
+    process.stderr.write(`\n[bench:conversations] BENCH_MAX_RUN_SEC (${cfg.maxRunSec} s) exceeded: killing children\n`);
+    killEverything();
+    process.exit(2);
+  }, cfg.maxRunSec * 1000);
+  deadline.unref();
+  const stamp = new Date().toISOString().replace(/[:.]/g, '-');
+
+  let waitBudget = cfg.waitOthersSec;
+  const waitOthers = async () => {
+    const waited = await waitForOtherBenchmarks(waitBudget, 30, log);
+    waitBudget = Math.max(0, waitBudget - waited.waitedSec);
+    if (waited.stillRunning.length > 0) log(`WARNING: still running after the wait, measuring anyway: ${waited.stillRunning.join('; ')}`);
+    return waited;
+  };
+
+  const git = await gitState();
+  const wantsUws = cfg.engines.includes('uws');
+  const uws = wantsUws ? await resolveUwsNode(ROOT, UWS_SCRIPT_TIMEOUT_MS) : { path: null, reason: 'not requested' };
+  const uwsNote = 'reason' in uws ? uws.reason : `${uws.path} (from ${uws.source})`;
+  if (wantsUws) log(uws.path !== null ? `uWS-capable node: ${uwsNote}` : `no uWS-capable node, uws skipped: ${uwsNote}`);
+
+  const upstream = await launch({
+    name: 'upstream',
+    command: process.execPath,
+    args: [join(HERE, 'conversation-support', 'upstream.ts')],
+    env: {
+      ...process.env,
+      BENCH_UPSTREAM_PORT: '0',
+      BENCH_REPLY_TOKENS: String(cfg.performTokens),
+      BENCH_REPLY_GAP_MS: String(cfg.performGapMs),
+      BENCH_STAMP_TOKENS: String(cfg.fanoutChunks),
+      BENCH_STAMP_GAP_MS: String(cfg.fanoutGapMs),
+    },
+    cwd: ROOT,
+    readyMsg: UPSTREAM_READY_MSG,
+    readyTimeoutMs: 30_000,
+  });
+  log(`upstream on 127.0.0.1:${upstream.port}`);
+
+  const runs: EngineRun[] = [];
+  const skipped: { engine: Engine; reason: string }[] = [];
+  try {
+    for (const engine of cfg.engines) {
+      const nodeBinary = engine === 'uws' ? uws.path : process.execPath;
+      if (!nodeBinary) {
+        skipped.push({ engine, reason: uwsNote });
+        continue;
+      }
+      const waited = await waitOthers();
+      runs.push(await benchEngine(cfg, engine, nodeBinary, upstream, stamp, waited));
+    }
+  } finally {
+    await upstream.stop(5_000);
+  }
+  clearTimeout(deadline);
+
+  const elapsedSec = (Date.now() - started) / 1000;
+  const cpuList = cpus();
+  const context = {
+    node: process.version,
+    cpus: cpuList.length,
+    cpuModel: cpuList[0]?.model ?? 'unknown',
+    totalMemMiB: Math.round(totalmem() / 2 ** 20),
+    uwsNode: uwsNote,
+    benchFdLimit: openFileLimit('self'),
+    ephemeralPorts: ephemeralPortCount(),
+    git,
+    elapsedSec,
+  };
+  const out: string[] = ['', `## Conversations benchmark (${new Date().toISOString()})`, ''];
+  out.push(
+    `Machine: ${context.cpus} CPUs (${context.cpuModel}), ${context.totalMemMiB} MiB; Node ${process.version}; Troupe ${git.head}` +
+      `${git.dirtySrc.length > 0 ? ` with uncommitted changes in ${git.dirtySrc.join(', ')}` : ''}. Everything (clients, upstream, Troupe) on this machine, 127.0.0.1.`,
+    '',
+  );
+  const idleRows = runs.flatMap((r) => (r.idle ? [{ engine: r.engine, result: r.idle }] : []));
+  if (idleRows.length > 0) {
+    const first = idleRows[0]?.result;
+    out.push(
+      `### (a) Idle conversation WebSockets on one Troupe process`,
+      '',
+      `Troupe LOG_LEVEL=${cfg.socketsLogLevel} for this part; VmRSS and V8 heap sampled after a full GC (--expose-gc, via the heap probe), from ${3} s after connecting ` +
+        'every 2 s until RSS and the V8 heap size hold steady (within 2 MiB twice in a row): ' +
+        `before, with half the sockets and with all; per socket = (after - before) / sockets open; "2nd half" = (after - half) / sockets added in the second half, ` +
+        `which leaves out one-time growth the first sockets trigger (V8 new space, allocator arenas). 1 KiB = 1024 bytes. The sockets share ${first?.plan.conversations ?? cfg.conversations} conversations ` +
+        `(socket i joins conversation i mod ${first?.plan.conversations ?? cfg.conversations}); their client side lives in socket-holder processes (ws client), counted apart.`,
+      '',
+      idleTable(idleRows, cfg.socketGoalBytes),
+      '',
+      ...idleRows.flatMap(({ engine, result }) => [
+        ...(result.plan.capReason ? [`${engine}: ${result.plan.requested} sockets requested, ${result.plan.target} opened at most: ${result.plan.capReason}.`] : []),
+        ...Object.entries(result.errorSamples).map(([kind, sample]) => `${engine}: failure ${kind}: ${sample}`),
+      ]),
+      '',
+    );
+  }
+  const fanRows = runs.flatMap((r) => (r.fanout ? [{ engine: r.engine, result: r.fanout }] : []));
+  if (fanRows.length > 0) {
+    out.push(
+      `### (b) Chunk fan-out to ${cfg.fanoutSubscribers} subscribers of one conversation`,
+      '',
+      `${cfg.fanoutMessages} messages (after ${cfg.fanoutWarmup} warm-up) posted over HTTP; the upstream streams ${cfg.fanoutChunks} chunks ${cfg.fanoutGapMs} ms apart, each stamped ` +
+        'with the CLOCK_MONOTONIC µs it was written. Spread = last - first subscriber arrival per chunk; latency = arrival - upstream write, per chunk and subscriber. ' +
+        'All subscribers live in the benchmark process (one thread), so the spread includes its own time to take in the messages. Times in ms.',
+      '',
+      fanoutTable(fanRows),
+      '',
+      ...fanRows.flatMap(({ engine, result }) => result.problems.map((p) => `${engine}: ${p}`)),
+      '',
+    );
+  }
+  const rateRows = runs.flatMap((r) => r.perform);
+  if (rateRows.length > 0) {
+    out.push(
+      `### (c) POST /perform vs the upstream alone`,
+      '',
+      `Open loop, ${cfg.performDurationSec} s measured after ${cfg.performWarmupSec} s warm-up per rate; requests alternate between the paths (each path at the offered rate). ` +
+        `direct = the same client streaming POST /v1/chat/completions from the upstream with the exact body Troupe sends for that perform; perform = POST /perform ` +
+        `(Troupe streams the same reply from the upstream, then answers JSON). The reply is ${cfg.performTokens} chunks${cfg.performGapMs > 0 ? ` ${cfg.performGapMs} ms apart` : ' written in one burst'}. ` +
+        `Latency = request sent to last response byte, ms. Troupe LOG_LEVEL=${cfg.logLevel}${cfg.cpuProf ? '; Troupe ran under --cpu-prof (slower)' : ''}.`,
+      '',
+      performTable(rateRows, cfg.performGoalMs),
+      '',
+    );
+    for (const r of runs) {
+      const sustained = r.perform.filter((x) => x.sustained);
+      const best = sustained.at(-1);
+      if (best) {
+        const worstAdded = Math.max(...sustained.map((x) => x.added.p99));
+        out.push(
+          `${r.engine}: perform sustained up to ${best.rate} req/s offered (${best.perform.achievedRps.toFixed(0)} achieved) of the rates tried; ` +
+            `added p99 ${worstAdded.toFixed(2)} ms at worst over the sustained rates: ${worstAdded <= cfg.performGoalMs ? 'meets' : 'MISSES'} the ≤ ${cfg.performGoalMs} ms goal.`,
+        );
+      }
+    }
+    for (const r of runs) {
+      const m = r.performMemory;
+      if (!m) continue;
+      const mb = (b: number) => (b / 2 ** 20).toFixed(1);
+      out.push(
+        `${r.engine}: Troupe after a full GC: heap used ${mb(m.before.heapUsed)} MiB before the perform rates, ${mb(m.after.heapUsed)} MiB after; ` +
+          `RSS ${mb(m.before.rss)} → ${mb(m.after.rss)} MiB (peak ${mb(m.after.peakRss)} MiB).`,
+      );
+    }
+    out.push('');
+  }
+  out.push(
+    ...skipped.map((s) => `${s.engine}: skipped, ${s.reason}`),
+    ...runs.flatMap((r) => r.errors.map((e) => `${r.engine}: ERROR ${e}`)),
+    ...runs.filter((r) => r.waitedForOthers.stillRunning.length > 0).map((r) => `${r.engine}: WARNING measured while another benchmark ran: ${r.waitedForOthers.stillRunning.join('; ')}`),
+    ...runs.filter((r) => r.waitedForOthers.waitedSec > 1).map((r) => `${r.engine}: waited ${r.waitedForOthers.waitedSec.toFixed(0)} s for another benchmark to finish first.`),
+    `Total run time: ${elapsedSec.toFixed(1)} s.`,
+  );
+  process.stdout.write(`${out.join('\n')}\n`);
+  for (const r of runs) if (r.profile) process.stdout.write(`\n${formatSrcProfile(r.profile, `${r.engine}, perform windows`)}\n`);
+
+  await mkdir(RESULTS_DIR, { recursive: true });
+  const file = join(RESULTS_DIR, `conversations-${stamp}.json`);
+  const json = {
+    context,
+    config: cfg,
+    skipped,
+    engines: runs.map((r) => ({
+      engine: r.engine,
+      nodeBinary: r.nodeBinary,
+      waitedForOthers: r.waitedForOthers,
+      errors: r.errors,
+      troupeExits: r.troupeExits,
+      idle: r.idle,
+      fanout: r.fanout ? fanoutJson(r.fanout) : null,
+      performPreflight: r.performPreflight,
+      performMemory: r.performMemory,
+      perform: r.perform.map(rateJson),
+      profile: r.profile,
+    })),
+  };
+  await writeFile(file, `${JSON.stringify(json, null, 2)}\n`);
+  process.stdout.write(`\nResults written to ${file}\n`);
+  if (runs.some((r) => r.errors.length > 0)) process.exitCode = 1;
+}
+
+main().catch((err: unknown) => {
+  process.stderr.write(`\n[bench:conversations] failed: ${(err as Error)?.stack ?? String(err)}\n`);
+  killEverything();
+  process.exit(1);
+});
