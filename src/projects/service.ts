@@ -1,7 +1,7 @@
-import { and, asc, eq, gt, isNull } from 'drizzle-orm';
+import { and, asc, eq, gt, isNull, sql } from 'drizzle-orm';
 import type { Invalidations } from '../cache/invalidations.ts';
 import type { ReadCache } from '../cache/read-cache.ts';
-import type { Db } from '../db/database.ts';
+import type { Db, Executor } from '../db/database.ts';
 import { apiKeys, projects } from '../db/schema.ts';
 import { notFound } from '../errors.ts';
 import { newId } from '../ids.ts';
@@ -96,12 +96,7 @@ export class ProjectService {
 
   async createKey(projectId: string, name: string | null, key: string = generateApiKey()): Promise<CreatedApiKey> {
     await this.getProject(projectId);
-    const [row] = await this.#db
-      .insert(apiKeys)
-      .values({ id: newId('apiKey'), projectId, name, keyHash: hashApiKey(key), keyPrefix: displayPrefix(key) })
-      .returning();
-    if (!row) throw new Error('insert returned no row');
-    return { id: row.id, key, projectId, name: row.name, createdAt: row.createdAt.toISOString() };
+    return insertKey(this.#db, projectId, name, key);
   }
 
   async listKeys(projectId: string, page: Page): Promise<ApiKeyInfo[]> {
@@ -157,23 +152,43 @@ export class ProjectService {
    * when no key exists at all, create a first key and return it so it can be shown once.
    */
   async ensureInitialKey(bootstrapKey: string | undefined): Promise<{ created: CreatedApiKey | null; revokedBootstrap: boolean }> {
-    if (bootstrapKey) {
-      const [existing] = await this.#db.select().from(apiKeys).where(eq(apiKeys.keyHash, hashApiKey(bootstrapKey)));
-      if (existing) return { created: null, revokedBootstrap: existing.revokedAt !== null };
-      const project = await this.#defaultProject();
-      await this.createKey(project.id, 'bootstrap', bootstrapKey);
-      return { created: null, revokedBootstrap: false };
-    }
-    const [anyKey] = await this.#db.select({ id: apiKeys.id }).from(apiKeys).limit(1);
-    if (anyKey) return { created: null, revokedBootstrap: false };
-    const project = await this.#defaultProject();
-    return { created: await this.createKey(project.id, 'first key'), revokedBootstrap: false };
+    // Processes starting together on one database must not both create `default` or the key:
+    // a transaction-scoped advisory lock makes them take turns.
+    return this.#db.transaction(async (tx) => {
+      await tx.execute(sql`select pg_advisory_xact_lock(${INITIAL_KEY_LOCK})`);
+      if (bootstrapKey) {
+        const [existing] = await tx.select().from(apiKeys).where(eq(apiKeys.keyHash, hashApiKey(bootstrapKey)));
+        if (existing) return { created: null, revokedBootstrap: existing.revokedAt !== null };
+        const project = await defaultProject(tx);
+        await insertKey(tx, project.id, 'bootstrap', bootstrapKey);
+        return { created: null, revokedBootstrap: false };
+      }
+      const [anyKey] = await tx.select({ id: apiKeys.id }).from(apiKeys).limit(1);
+      if (anyKey) return { created: null, revokedBootstrap: false };
+      const project = await defaultProject(tx);
+      return { created: await insertKey(tx, project.id, 'first key', generateApiKey()), revokedBootstrap: false };
+    });
   }
+}
 
-  async #defaultProject(): Promise<Project> {
-    const [row] = await this.#db.select().from(projects).where(eq(projects.name, DEFAULT_PROJECT)).orderBy(asc(projects.id)).limit(1);
-    return row ? toProject(row) : this.createProject(DEFAULT_PROJECT);
-  }
+/** Any number that no other advisory lock of Troupe uses. */
+const INITIAL_KEY_LOCK = 7_214_003;
+
+async function defaultProject(db: Executor): Promise<Project> {
+  const [row] = await db.select().from(projects).where(eq(projects.name, DEFAULT_PROJECT)).orderBy(asc(projects.id)).limit(1);
+  if (row) return toProject(row);
+  const [created] = await db.insert(projects).values({ id: newId('project'), name: DEFAULT_PROJECT }).returning();
+  if (!created) throw new Error('insert returned no row');
+  return toProject(created);
+}
+
+async function insertKey(db: Executor, projectId: string, name: string | null, key: string): Promise<CreatedApiKey> {
+  const [row] = await db
+    .insert(apiKeys)
+    .values({ id: newId('apiKey'), projectId, name, keyHash: hashApiKey(key), keyPrefix: displayPrefix(key) })
+    .returning();
+  if (!row) throw new Error('insert returned no row');
+  return { id: row.id, key, projectId, name: row.name, createdAt: row.createdAt.toISOString() };
 }
 
 function toProject(row: typeof projects.$inferSelect): Project {
