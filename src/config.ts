@@ -23,11 +23,18 @@ const ConfigSchema = z
       .optional(),
     /** Maximum PostgreSQL connections per process (postgres.js pool). */
     DATABASE_POOL_SIZE: z.coerce.number().int().min(1).max(1000).default(10),
-    /** Redis connection string; optional until the actor layer uses it for scale-out. */
+    /** Redis connection string: set it on every process to share conversation actors between them. */
     REDIS_URL: z
       .string()
       .regex(/^rediss?:\/\//, 'must start with redis:// or rediss://')
       .optional(),
+    /** `host:port` where game clients reach this process (Colyseus seat reservations; with REDIS_URL). */
+    PUBLIC_ADDRESS: z
+      .string()
+      .regex(/^[A-Za-z0-9.:[\]-]+(:\d{1,5})?(\/[A-Za-z0-9._~/-]*)?$/, 'must be host:port, optionally with a path prefix')
+      .optional(),
+    /** A conversation actor with no work and no game clients is disposed after this long. */
+    CONVERSATION_IDLE_MS: z.coerce.number().int().min(100).max(86_400_000).default(60_000),
     /** Where embedded data (PGlite) lives. `memory://` keeps it in memory only. */
     TROUPE_DATA_DIR: z.string().min(1).default('./.troupe'),
     /** Ensures a project `default` holding this key at startup. */
@@ -104,6 +111,8 @@ export interface Config {
   databaseUrl: string | undefined;
   databasePoolSize: number;
   redisUrl: string | undefined;
+  publicAddress: string | undefined;
+  conversationIdleMs: number;
   dataDir: string;
   bootstrapKey: string | undefined;
   adminToken: string | undefined;
@@ -164,6 +173,8 @@ export function loadConfig(env: EnvInput): Config {
     databaseUrl: e.DATABASE_URL,
     databasePoolSize: e.DATABASE_POOL_SIZE,
     redisUrl: e.REDIS_URL,
+    publicAddress: e.PUBLIC_ADDRESS,
+    conversationIdleMs: e.CONVERSATION_IDLE_MS,
     dataDir: e.TROUPE_DATA_DIR,
     bootstrapKey: e.TROUPE_BOOTSTRAP_KEY,
     adminToken: e.TROUPE_ADMIN_TOKEN,

@@ -1,9 +1,9 @@
 import type { Logger } from 'pino';
+import type { ConversationActors } from '../actors/conversation-actors.ts';
 import type { Invalidations } from './cache/invalidations.ts';
 import type { CapabilityService } from './capabilities/service.ts';
 import type { CharacterService } from './characters/service.ts';
 import type { Config } from './config.ts';
-import type { ConversationHub } from './conversations/hub.ts';
 import type { ConversationService } from './conversations/service.ts';
 import type { Database } from './db/database.ts';
 import type { ChatCompletionService } from './inference/chat.ts';
@@ -23,7 +23,8 @@ export interface Resources {
   capabilities: CapabilityService;
   chat: ChatCompletionService;
   conversations: ConversationService;
-  hub: ConversationHub;
+  /** Conversation actors, wherever they run: every message to a conversation goes through them. */
+  conversationActors: ConversationActors;
   perform: PerformService;
   /** Flips to true when shutdown starts, so /readyz tells load balancers to stop sending. */
   lifecycle: { draining: boolean };

@@ -1,11 +1,16 @@
+import { hostname } from 'node:os';
 import type { Logger } from 'pino';
 import packageJson from '../package.json' with { type: 'json' };
+import { ActorSystem } from '../actors/actor-system.ts';
+import { ConversationActors } from '../actors/conversation-actors.ts';
+import { ConversationEvents } from '../actors/conversation-events.ts';
+import { conversationRoomType, type ConversationRoom } from '../actors/conversation-room.ts';
+import { gameTransport } from '../actors/game-transport.ts';
 import { Invalidations } from './cache/invalidations.ts';
 import { CapabilityExecutor } from './capabilities/executor.ts';
 import { CapabilityService } from './capabilities/service.ts';
 import { CharacterService } from './characters/service.ts';
 import type { Config } from './config.ts';
-import { ConversationHub } from './conversations/hub.ts';
 import { ConversationService } from './conversations/service.ts';
 import { openDatabase } from './db/database.ts';
 import { ChatCompletionService } from './inference/chat.ts';
@@ -18,6 +23,7 @@ import { capabilityRoutes } from './http/routes/capabilities.ts';
 import { characterRoutes } from './http/routes/characters.ts';
 import { conversationRoutes } from './http/routes/conversations.ts';
 import { performRoutes } from './http/routes/perform.ts';
+import { matchmakeRoutes } from './http/routes/matchmake.ts';
 import { metaRoutes } from './http/routes/meta.ts';
 import { v1Routes } from './http/routes/v1.ts';
 import type { Route } from './http/route.ts';
@@ -39,6 +45,13 @@ export interface RunningServer {
   stop(): Promise<void>;
 }
 
+/** The longest a reply may take, every round and capability wait included. */
+function replyTimeoutMs(config: Config): number {
+  const { inference, capabilities } = config;
+  const perRound = inference.totalTimeoutMs + Math.max(capabilities.resultTimeoutMs, capabilities.webhookTimeoutMs);
+  return perRound * (capabilities.maxRounds + 1) + 30_000;
+}
+
 /** Builds every resource from the config, applies migrations and starts listening. */
 export async function startServer(config: Config, logger: Logger): Promise<RunningServer> {
   const database = await openDatabase({
@@ -54,8 +67,22 @@ export async function startServer(config: Config, logger: Logger): Promise<Runni
   const projects = new ProjectService(cacheOptions);
   const upstream = new InferenceUpstream(config.inference, logger);
   const executor = new CapabilityExecutor({ config: config.capabilities, projects, logger });
-  const hub = new ConversationHub();
   const turnDeps = { upstream, executor, maxRounds: config.capabilities.maxRounds };
+  const conversations = new ConversationService({
+    db: database.db,
+    characters,
+    capabilities,
+    historyTokens: config.conversationHistoryTokens,
+    ...turnDeps,
+  });
+  const system = await ActorSystem.acquire({ redisUrl: config.redisUrl, logger });
+  const events = new ConversationEvents(system.presence);
+  const advertised: { address?: string } = {};
+  const liveRooms = new Set<ConversationRoom>();
+  const roomName = system.define(
+    'conversation',
+    conversationRoomType({ conversations, projects, events, logger, idleMs: config.conversationIdleMs, publicAddress: () => advertised.address, live: liveRooms }),
+  );
   if (!upstream.configured) logger.warn('no inference backend configured: set INFERENCE_BASE_URL and INFERENCE_MODEL for characters to answer');
   const resources: Resources = {
     config,
@@ -67,15 +94,8 @@ export async function startServer(config: Config, logger: Logger): Promise<Runni
     characters,
     capabilities,
     chat: new ChatCompletionService({ upstream, characters, capabilities }),
-    hub,
-    conversations: new ConversationService({
-      db: database.db,
-      characters,
-      capabilities,
-      hub,
-      historyTokens: config.conversationHistoryTokens,
-      ...turnDeps,
-    }),
+    conversations,
+    conversationActors: new ConversationActors({ system, roomName, conversations, events, replyTimeoutMs: replyTimeoutMs(config) }),
     perform: new PerformService({ characters, capabilities, ...turnDeps }),
     lifecycle: { draining: false },
   };
@@ -84,11 +104,20 @@ export async function startServer(config: Config, logger: Logger): Promise<Runni
     logger.warn('TROUPE_BOOTSTRAP_KEY was revoked through the admin API and stays revoked; remove it or set a new one');
   }
 
-  const apiRoutes = [...characterRoutes, ...capabilityRoutes, ...conversationRoutes, ...performRoutes, ...v1Routes, ...adminRoutes];
+  const apiRoutes = [
+    ...characterRoutes,
+    ...capabilityRoutes,
+    ...conversationRoutes,
+    ...performRoutes,
+    ...v1Routes,
+    ...matchmakeRoutes,
+    ...adminRoutes,
+  ];
   let openapi: Record<string, unknown> | null = null;
   const routes: Route[] = [...metaRoutes(() => (openapi ??= buildOpenApi(routes, packageJson.version))), ...apiRoutes];
   const { handler, upgrade } = createApp(resources, routes);
 
+  let game: Awaited<ReturnType<typeof gameTransport>> | null = null;
   let http: HttpServer;
   try {
     http = await startHttpServer(
@@ -98,16 +127,21 @@ export async function startServer(config: Config, logger: Logger): Promise<Runni
         port: config.port,
         handler,
         upgrade,
+        webSocketPaths: routes.filter((route) => route.websocket).map((route) => route.path),
+        colocate: async (engine) => (game = await gameTransport(engine)),
         onAdapterError: (err) => logger.error({ err }, 'http adapter failed'),
       },
       logger,
     );
   } catch (err) {
+    await system.release();
     await invalidations.stop();
     await database.close();
     throw err;
   }
   const host = config.host === '0.0.0.0' || config.host === '::' ? '127.0.0.1' : config.host;
+  // Only needed when game clients may matchmake on one process and play on another.
+  advertised.address = config.publicAddress ?? (config.redisUrl ? `${config.host === '0.0.0.0' || config.host === '::' ? hostname() : host}:${http.port}` : undefined);
 
   let stopping: Promise<void> | null = null;
   return {
@@ -119,7 +153,11 @@ export async function startServer(config: Config, logger: Logger): Promise<Runni
     stop() {
       stopping ??= (async () => {
         resources.lifecycle.draining = true;
+        // Game clients get Colyseus' shutdown close code; replies under way still finish.
+        await Promise.all([...liveRooms].map((room) => room.close()));
         await http.close(config.shutdownGraceMs);
+        game?.shutdown();
+        await system.release();
         await invalidations.stop();
         await database.close();
         logger.info('troupe stopped');

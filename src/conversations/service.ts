@@ -8,8 +8,7 @@ import { runCharacterTurn } from '../inference/character-turn.ts';
 import type { InferenceUpstream } from '../inference/upstream.ts';
 import { analyseConversation } from './analysis.ts';
 import { toChatHistory } from './history.ts';
-import type { ConversationHub } from './hub.ts';
-import { Mailbox } from './mailbox.ts';
+import type { ConversationEvent } from './events.ts';
 import {
   appendMessage,
   findConversation,
@@ -31,8 +30,16 @@ export interface ExchangeResult {
   capabilityCalls: RecordedCapabilityCall[];
 }
 
-/** Where a player's message came from: the WebSocket waits for client call results, HTTP does not. */
-export type Surface = { kind: 'http' } | { kind: 'websocket' };
+/**
+ * Where a reply's events go. Surfaces with a live client (sockets, Colyseus clients) also wait
+ * for client_function_call results; over HTTP those calls are returned to the caller instead.
+ */
+export interface ReplyOutlet {
+  publish(event: ConversationEvent): void;
+  awaitResult?: ClientChannel['awaitResult'];
+  /** Each message as soon as it is stored (player's first, then the character's). */
+  stored?(message: Message): void;
+}
 
 export interface ConversationDeps {
   db: Db;
@@ -40,19 +47,17 @@ export interface ConversationDeps {
   capabilities: CapabilityService;
   upstream: InferenceUpstream;
   executor: CapabilityExecutor;
-  hub: ConversationHub;
   maxRounds: number;
   historyTokens: number;
 }
 
 /**
- * Conversations: persisted history with a character. Each conversation's work goes through its
- * mailbox, so replies are produced one at a time in arrival order. The player's message is
- * stored before the model is called and is kept whatever happens to the reply.
+ * Conversations: persisted history with a character. The player's message is stored before the
+ * model is called and is kept whatever happens to the reply. Ordering is not this class's job:
+ * each conversation's actor (`actors/conversation-room.ts`) calls `reply` one message at a time.
  */
 export class ConversationService {
   readonly #deps: ConversationDeps;
-  readonly #mailbox = new Mailbox();
 
   constructor(deps: ConversationDeps) {
     this.#deps = deps;
@@ -85,60 +90,60 @@ export class ConversationService {
     return { ...conversation, messages: messages.map(publicMessage) };
   }
 
-  /** A player's message and the character's reply, streamed to the conversation's sockets. */
-  send(projectId: string, conversationId: string, content: string, surface: Surface, signal: AbortSignal): Promise<ExchangeResult> {
-    // Queued synchronously, before any await: arrival order is mailbox order.
-    return this.#mailbox.run(conversationId, async () => {
-      const conversation = await this.get(projectId, conversationId);
-      const { db, hub } = this.#deps;
-      const playerMessage = await appendMessage(db, conversationId, 'player', content);
-      const character = await this.#deps.characters.get(projectId, conversation.characterId);
-      const capabilities = await this.#deps.capabilities.getMany(projectId, character.capabilityGroupIds);
-      const history = toChatHistory(await recentMessages(db, conversationId, HISTORY_FETCH_LIMIT), this.#deps.historyTokens);
-      const publish = (event: Parameters<ConversationHub['publish']>[1]) => hub.publish(conversationId, event);
-      const channel: ClientChannel = {
-        deliver: (call: CapabilityCallEvent) =>
-          publish({ type: 'capability', characterId: character.id, name: call.name, params: call.params, callId: call.callId }),
-        ...(surface.kind === 'websocket'
-          ? { awaitResult: (callId: string, timeoutMs: number, s: AbortSignal) => hub.awaitResult(conversationId, callId, timeoutMs, s) }
-          : {}),
-      };
-      let turn;
-      try {
-        turn = await runCharacterTurn(
-          { upstream: this.#deps.upstream, executor: this.#deps.executor, maxRounds: this.#deps.maxRounds },
-          {
-            projectId,
-            conversationId,
-            character,
-            capabilities,
-            history,
-            channel,
-            signal,
-            onText: (delta) => publish({ type: 'chunk', characterId: character.id, content: delta, done: false }),
-          },
-        );
-      } catch (err) {
-        publish({ type: 'error', message: err instanceof TroupeError ? err.message : 'The character could not reply.' });
-        throw err;
-      }
-      // Stored before `done` goes out, so a client that reacts to `done` finds the reply in the history.
-      const characterMessage = await appendMessage(db, conversationId, 'character', turn.text, turn.calls);
-      publish({ type: 'chunk', characterId: character.id, content: '', done: true });
-      return { playerMessage: publicMessage(playerMessage), characterMessage: publicMessage(characterMessage), capabilityCalls: turn.calls };
-    });
+  /** A player's message and the character's reply, its events sent to `outlet` as they happen. */
+  async reply(projectId: string, conversationId: string, content: string, outlet: ReplyOutlet, signal: AbortSignal): Promise<ExchangeResult> {
+    const conversation = await this.get(projectId, conversationId);
+    const { db } = this.#deps;
+    const playerMessage = await appendMessage(db, conversationId, 'player', content);
+    outlet.stored?.(publicMessage(playerMessage));
+    const character = await this.#deps.characters.get(projectId, conversation.characterId);
+    const capabilities = await this.#deps.capabilities.getMany(projectId, character.capabilityGroupIds);
+    const history = toChatHistory(await recentMessages(db, conversationId, HISTORY_FETCH_LIMIT), this.#deps.historyTokens);
+    const { publish } = outlet;
+    const channel: ClientChannel = {
+      deliver: (call: CapabilityCallEvent) =>
+        publish({ type: 'capability', characterId: character.id, name: call.name, params: call.params, callId: call.callId }),
+      ...(outlet.awaitResult ? { awaitResult: outlet.awaitResult } : {}),
+    };
+    let turn;
+    try {
+      turn = await runCharacterTurn(
+        { upstream: this.#deps.upstream, executor: this.#deps.executor, maxRounds: this.#deps.maxRounds },
+        {
+          projectId,
+          conversationId,
+          character,
+          capabilities,
+          history,
+          channel,
+          signal,
+          onText: (delta) => publish({ type: 'chunk', characterId: character.id, content: delta, done: false }),
+        },
+      );
+    } catch (err) {
+      publish({ type: 'error', message: err instanceof TroupeError ? err.message : 'The character could not reply.' });
+      throw err;
+    }
+    // Stored before `done` goes out, so a client that reacts to `done` finds the reply in the history.
+    const characterMessage = await appendMessage(db, conversationId, 'character', turn.text, turn.calls);
+    outlet.stored?.(publicMessage(characterMessage));
+    publish({ type: 'chunk', characterId: character.id, content: '', done: true });
+    return { playerMessage: publicMessage(playerMessage), characterMessage: publicMessage(characterMessage), capabilityCalls: turn.calls };
+  }
+
+  /** The newest messages, oldest first, as an actor rebuilds its state from them. */
+  async latestMessages(conversationId: string, limit: number): Promise<Message[]> {
+    return (await recentMessages(this.#deps.db, conversationId, limit)).reverse().map(publicMessage);
   }
 
   /**
    * Mode `analysis`: an out-of-character read of the conversation for designers, streamed to
    * `onText` only and never stored, so it does not enter the character's in-world history.
    */
-  analyse(projectId: string, conversationId: string, question: string, onText: (delta: string) => void, signal: AbortSignal): Promise<string> {
-    return this.#mailbox.run(conversationId, async () => {
-      const conversation = await this.get(projectId, conversationId);
-      const character = await this.#deps.characters.get(projectId, conversation.characterId);
-      const messages = await listMessages(this.#deps.db, conversationId);
-      return analyseConversation(this.#deps.upstream, { character, messages, question, onText, signal });
-    });
+  async analyse(projectId: string, conversationId: string, question: string, onText: (delta: string) => void, signal: AbortSignal): Promise<string> {
+    const conversation = await this.get(projectId, conversationId);
+    const character = await this.#deps.characters.get(projectId, conversation.characterId);
+    const messages = await listMessages(this.#deps.db, conversationId);
+    return analyseConversation(this.#deps.upstream, { character, messages, question, onText, signal });
   }
 }

@@ -101,6 +101,7 @@ export function createApp(resources: Resources, routes: readonly Route[]): { han
         signal: request.signal,
         resources,
         path: request.path,
+        headers: request.headers,
       });
       logger.info({ requestId, path: request.path, route: route.path }, 'websocket accepted');
       return socket;
@@ -129,6 +130,7 @@ export function createApp(resources: Resources, routes: readonly Route[]): { han
       },
       resources,
       path: request.path,
+      headers: request.headers,
     });
     return toReply(result, route.response.status);
   }

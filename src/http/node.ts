@@ -37,9 +37,12 @@ export async function startNodeServer(options: HttpEngineOptions): Promise<HttpS
 
   const sockets = new Set<WebSocket>();
   const upgrade = options.upgrade;
+  const colocated = options.colocate ? await options.colocate('node') : null;
+  colocated?.attachNode?.(server);
   if (upgrade) {
     const wss = new WebSocketServer({ noServer: true, maxPayload: options.maxWebSocketMessageBytes ?? DEFAULT_WS_MESSAGE_BYTES });
     server.on('upgrade', (req: IncomingMessage, socket: Socket, head: Buffer) => {
+      if (colocated?.claimsUpgrade(pathOf(req))) return; // its own listener takes it
       void acceptUpgrade(req, socket, head, wss, sockets, options, upgrade);
     });
   }
@@ -208,6 +211,12 @@ function refuseUpgrade(socket: Socket, reply: BufferedReply): void {
   for (const [name, value] of Object.entries(reply.headers)) head.push(`${name}: ${value}`);
   head.push(`content-length: ${body.byteLength}`, 'connection: close', '', '');
   socket.end(Buffer.concat([Buffer.from(head.join('\r\n')), body]));
+}
+
+function pathOf(req: IncomingMessage): string {
+  const url = req.url ?? '/';
+  const q = url.indexOf('?');
+  return q === -1 ? url : url.slice(0, q);
 }
 
 function toRequest(req: IncomingMessage, signal: AbortSignal, body: BodyQueue): HttpRequest {

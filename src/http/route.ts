@@ -16,6 +16,8 @@ export interface RouteContext<P, Q, B> {
   resources: Resources;
   /** The request's own URL pieces, for Link headers. */
   path: string;
+  /** Request headers, lower-cased names. */
+  headers: Readonly<Record<string, string>>;
 }
 
 export interface RouteResult {

@@ -1,3 +1,5 @@
+import type { Server as NodeHttpServer } from 'node:http';
+
 /**
  * The plain request/response shapes every engine adapter translates to. Routes and the app
  * core see only these; engine types (uWS, node:http) never leave their adapter file.
@@ -100,4 +102,20 @@ export interface HttpEngineOptions {
   maxWebSocketBufferBytes?: number;
   /** Called for a failure inside the adapter itself; the adapter still answers 500. */
   onAdapterError: (err: unknown) => void;
+  /**
+   * Another protocol served on the same port (Colyseus' transport for game clients). Made once
+   * the engine is chosen. With it, `webSocketPaths` lists the paths `upgrade` serves.
+   */
+  colocate?: (engine: 'uws' | 'node') => Promise<Colocation>;
+  /** Route patterns (`/conversations/:conversationId/ws`) of our own WebSocket endpoints. */
+  webSocketPaths?: readonly string[];
+}
+
+/** A second protocol on the engine's port; the engine leaves its upgrade paths alone. */
+export interface Colocation {
+  claimsUpgrade(path: string): boolean;
+  /** node:http: attaches its upgrade listener to the server before it listens. */
+  attachNode?(server: NodeHttpServer): void;
+  /** uWS: the app it made and put its WebSocket route on; the engine serves on that app. */
+  uwsApp?: unknown;
 }

@@ -25,7 +25,9 @@ const DEFAULT_WS_BUFFER_BYTES = 1024 * 1024;
  * data goes only to an `onData` attached right away, and replies are written inside `cork`.
  */
 export async function startUwsServer(options: HttpEngineOptions): Promise<HttpServer> {
-  const app = uWS.App();
+  const colocated = options.colocate ? await options.colocate('uws') : null;
+  // Colocated, the other protocol made the app and registered its WebSocket route `/*` on it.
+  const app = (colocated?.uwsApp as uWS.TemplatedApp | undefined) ?? uWS.App();
   let inFlight = 0;
   let drained: (() => void) | null = null;
   const lifecycle = { closing: false };
@@ -42,7 +44,10 @@ export async function startUwsServer(options: HttpEngineOptions): Promise<HttpSe
   const sockets = new Set<uWS.WebSocket<SocketData>>();
   const upgrade = options.upgrade;
   if (upgrade) {
-    app.ws<SocketData>('/*', {
+    // uWS picks the most specific pattern, and the later registration among equals: beside a
+    // colocated `/*` our endpoints register by their own paths.
+    const patterns = colocated ? (options.webSocketPaths ?? []) : ['/*'];
+    for (const pattern of patterns) app.ws<SocketData>(pattern, {
       maxPayloadLength: options.maxWebSocketMessageBytes ?? DEFAULT_WS_MESSAGE_BYTES,
       maxBackpressure: options.maxWebSocketBufferBytes ?? DEFAULT_WS_BUFFER_BYTES,
       idleTimeout: 120,

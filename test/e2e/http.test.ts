@@ -140,6 +140,7 @@ describe.each(BACKENDS)(`HTTP layer (engine ${HTTP_ENGINE}) on $kind`, (backend)
       'get /v1/models', 'get /v1/models/{model}', 'post /v1/chat/completions',
       'get /admin/projects/{projectId}', 'post /conversations', 'get /conversations/{conversationId}',
       'post /conversations/{conversationId}/messages', 'get /conversations/{conversationId}/ws', 'post /perform',
+      'post /matchmake/{method}/{roomId}',
     ];
     expect(routes.sort()).toEqual(expected.sort());
     const create = doc.paths['/characters'].post;

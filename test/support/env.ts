@@ -15,3 +15,5 @@ export const BACKENDS: Backend[] = [
 
 export const HTTP_ENGINE = config.httpEngine;
 export const POSTGRES_URL = config.databaseUrl;
+/** Set (CI sets it) to run the multi-process suites on the real Redis. */
+export const REDIS_URL = config.redisUrl;

@@ -67,7 +67,7 @@ export const conversationRoutes = [
     errors: [404, 502],
     handler: async ({ params, body, principal, resources }) => ({
       // Not tied to this request's signal: the reply is finished and stored even if the caller leaves.
-      body: await resources.conversations.send(principal.projectId, params.conversationId, body.content, { kind: 'http' }, new AbortController().signal),
+      body: await resources.conversationActors.send(principal.projectId, params.conversationId, body.content, 'http'),
     }),
   }),
   defineRoute({

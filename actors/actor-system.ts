@@ -1,0 +1,124 @@
+import { LocalDriver, LocalPresence, matchMaker, type Presence, type Room } from '@colyseus/core';
+import { RedisDriver } from '@colyseus/redis-driver';
+import { RedisPresence } from '@colyseus/redis-presence';
+import type { Logger } from 'pino';
+import { TroupeError } from '../src/errors.ts';
+
+type MatchMakerDriver = matchMaker.MatchMakerDriver;
+
+export interface ActorSystemOptions {
+  /** Shared presence and room registry for several processes; in-process when absent. */
+  redisUrl: string | undefined;
+  logger: Logger;
+}
+
+type RoomClass = new () => Room;
+
+/**
+ * The process's actor runtime: Colyseus' matchmaker, its presence (pub/sub) and its room
+ * registry, in memory or on Redis. Colyseus keeps these in module state, so a process has one;
+ * every server started in the process (tests start several) shares it and registers its own
+ * room types. The last one to leave shuts it down.
+ */
+export class ActorSystem {
+  readonly presence: Presence;
+  readonly #driver: MatchMakerDriver;
+  readonly #options: ActorSystemOptions;
+  readonly #creating = new Map<string, Promise<void>>();
+  #users = 0;
+  #roomTypes = 0;
+
+  private constructor(options: ActorSystemOptions, presence: Presence, driver: MatchMakerDriver) {
+    this.#options = options;
+    this.presence = presence;
+    this.#driver = driver;
+  }
+
+  static #current: Promise<ActorSystem> | null = null;
+
+  /** The process's actor system, started on first use. */
+  static async acquire(options: ActorSystemOptions): Promise<ActorSystem> {
+    ActorSystem.#current ??= ActorSystem.#start(options).catch((err: unknown) => {
+      ActorSystem.#current = null;
+      throw err;
+    });
+    const system = await ActorSystem.#current;
+    if (system.#options.redisUrl !== options.redisUrl) {
+      throw new Error('One process runs one actor system: every server in it must use the same REDIS_URL.');
+    }
+    system.#users++;
+    return system;
+  }
+
+  static async #start(options: ActorSystemOptions): Promise<ActorSystem> {
+    const presence: Presence = options.redisUrl ? new RedisPresence(options.redisUrl) : new LocalPresence();
+    const driver: MatchMakerDriver = options.redisUrl ? new RedisDriver(options.redisUrl) : new LocalDriver();
+    // A conversation's actor lives where it is first needed: no extra hop for the common case
+    // of a conversation served by one process, and no remote create that can time out.
+    await matchMaker.setup(presence, driver, undefined, () => Promise.resolve(matchMaker.processId));
+    matchMaker.controller.exposedMethods = ['joinById', 'reconnect'];
+    await matchMaker.accept();
+    options.logger.info({ processId: matchMaker.processId, redis: Boolean(options.redisUrl) }, 'actor system ready');
+    return new ActorSystem(options, presence, driver);
+  }
+
+  /** Registers a room type under a name unique in this process, and returns the name. */
+  define(baseName: string, klass: RoomClass): string {
+    const name = this.#roomTypes++ === 0 ? baseName : `${baseName}-${this.#roomTypes}`;
+    matchMaker.defineRoomType(name, klass);
+    return name;
+  }
+
+  /**
+   * Makes sure the room `roomId` exists somewhere, creating it here if not. Concurrent callers
+   * in this process share one attempt; across processes a short Redis lock makes one of them
+   * create it (Colyseus' Redis driver has no atomic insert, so two creates would both succeed).
+   */
+  async ensureRoom(roomName: string, roomId: string, options: Record<string, unknown>): Promise<void> {
+    if (await matchMaker.getRoomById(roomId)) return;
+    let attempt = this.#creating.get(roomId);
+    if (!attempt) {
+      attempt = this.#create(roomName, roomId, options).finally(() => this.#creating.delete(roomId));
+      this.#creating.set(roomId, attempt);
+    }
+    await attempt;
+  }
+
+  async #create(roomName: string, roomId: string, options: Record<string, unknown>): Promise<void> {
+    const lock = `troupe:creating-room:${roomId}`;
+    for (let attempt = 0; attempt < 100; attempt++) {
+      if (await matchMaker.getRoomById(roomId)) return;
+      if ((await this.presence.hincrbyex(lock, 'n', 1, 10)) === 1) {
+        try {
+          if (!(await matchMaker.getRoomById(roomId))) await matchMaker.createRoom(roomName, options);
+        } finally {
+          this.presence.del(lock);
+        }
+        return;
+      }
+      // Another process is creating it: look again shortly.
+      await new Promise((resolve) => setTimeout(resolve, Math.min(5 * (attempt + 1), 50)));
+    }
+    throw new TroupeError('service_unavailable', 'The conversation is busy starting elsewhere; try again.');
+  }
+
+  /** Calls `method` on the room wherever it runs (directly when it runs here). */
+  call<T>(roomId: string, method: string, args: unknown[], timeoutMs: number): Promise<T> {
+    return matchMaker.remoteRoomCall(roomId, method, args, timeoutMs) as Promise<T>;
+  }
+
+  /** True when the room runs in this process. */
+  isLocal(roomId: string): boolean {
+    return matchMaker.getLocalRoomById(roomId) !== undefined;
+  }
+
+  async release(): Promise<void> {
+    if (--this.#users > 0) return;
+    ActorSystem.#current = null;
+    await matchMaker.gracefullyShutdown().catch((err: unknown) => {
+      if (err !== 'already_shutting_down') throw err;
+    });
+    this.presence.shutdown();
+    await this.#driver.shutdown();
+  }
+}

@@ -1,0 +1,149 @@
+import { randomUUID } from 'node:crypto';
+import type { ConversationEvent } from '../src/conversations/events.ts';
+import type { Conversation } from '../src/conversations/repository.ts';
+import type { ConversationService, ExchangeResult } from '../src/conversations/service.ts';
+import { TroupeError } from '../src/errors.ts';
+import type { ActorSystem } from './actor-system.ts';
+import type { ConversationEvents } from './conversation-events.ts';
+import type { AnalysisEvent, ConversationRoomOptions, Surface } from './conversation-room.ts';
+import { unwrap, type Envelope } from './envelope.ts';
+
+export interface ConversationActorsDeps {
+  system: ActorSystem;
+  roomName: string;
+  conversations: ConversationService;
+  events: ConversationEvents;
+  /** The longest a reply may take (all rounds, capability waits included) before a remote call gives up. */
+  replyTimeoutMs: number;
+}
+
+/** Conversations whose project and character are known, so warm sends skip a lookup. */
+const KNOWN_MAX = 10_000;
+const QUICK_CALL_MS = 5_000;
+const ATTEMPTS = 3;
+
+/**
+ * How the HTTP routes, the conversation WebSocket and matchmaking reach conversation actors:
+ * makes the actor on demand (here, or finds it on whichever process runs it) and calls it.
+ * Calls for one conversation leave this process in the order they were made, so one client's
+ * messages are replied to in the order it sent them.
+ */
+export class ConversationActors {
+  readonly #deps: ConversationActorsDeps;
+  readonly #known = new Map<string, Conversation & { projectId: string }>();
+  readonly #dispatch = new Map<string, Promise<unknown>>();
+
+  constructor(deps: ConversationActorsDeps) {
+    this.#deps = deps;
+  }
+
+  /** The Colyseus room type of this server's conversation actors. */
+  get roomName(): string {
+    return this.#deps.roomName;
+  }
+
+  /** The conversation (404 unless it is the project's); its actor runs somewhere afterwards. */
+  async open(projectId: string, conversationId: string): Promise<Conversation> {
+    const conversation = await this.#locate(projectId, conversationId);
+    await this.#ensure(projectId, conversation);
+    return conversation;
+  }
+
+  async send(projectId: string, conversationId: string, content: string, surface: Surface): Promise<ExchangeResult> {
+    for (let attempt = 1; ; attempt++) {
+      const replied = await this.#inOrder(projectId, conversationId, (conversation) =>
+        this.#deps.system.call<Envelope<ExchangeResult>>(conversation.id, 'exchange', [projectId, content, surface], this.#deps.replyTimeoutMs),
+      );
+      if (!replied.ok && 'retry' in replied) {
+        if (attempt < ATTEMPTS) continue;
+        throw busy();
+      }
+      return unwrap(replied);
+    }
+  }
+
+  /** Mode `analysis`: deltas to `onText`, resolved with nothing when the answer is complete. */
+  async analyse(projectId: string, conversationId: string, question: string, onText: (delta: string) => void): Promise<void> {
+    const channel = `troupe:analysis:${randomUUID()}`;
+    const { presence } = this.#deps.system;
+    let settle!: (error: TroupeError | null) => void;
+    const finished = new Promise<TroupeError | null>((resolve) => (settle = resolve));
+    const receive = (event: AnalysisEvent) => {
+      if (event.type === 'delta') onText(event.content);
+      else settle(event.type === 'done' ? null : new TroupeError('upstream_error', event.message));
+    };
+    await presence.subscribe(channel, receive);
+    try {
+      for (let attempt = 1; ; attempt++) {
+        const queued = await this.#inOrder(projectId, conversationId, (conversation) =>
+          this.#deps.system.call<Envelope<null>>(conversation.id, 'analyse', [projectId, question, channel], QUICK_CALL_MS),
+        );
+        if (!queued.ok && 'retry' in queued && attempt < ATTEMPTS) continue;
+        if (!queued.ok && 'retry' in queued) throw busy();
+        unwrap(queued);
+        break;
+      }
+      const error = await finished;
+      if (error) throw error;
+    } finally {
+      presence.unsubscribe(channel, receive);
+    }
+  }
+
+  /** A live client's answer to a client_function_call; false when nothing waits for it. */
+  async capabilityResult(conversationId: string, callId: string, result: unknown): Promise<boolean> {
+    try {
+      return await this.#deps.system.call<boolean>(conversationId, 'capabilityResult', [callId, result], QUICK_CALL_MS);
+    } catch {
+      return false; // no actor runs the conversation: nothing can be waiting
+    }
+  }
+
+  /** Events of the conversation, from its actor wherever it runs. */
+  subscribe(conversationId: string, listener: (event: ConversationEvent) => void): Promise<() => void> {
+    return this.#deps.events.subscribe(conversationId, listener);
+  }
+
+  async #locate(projectId: string, conversationId: string): Promise<Conversation & { projectId: string }> {
+    const known = this.#known.get(conversationId);
+    if (known?.projectId === projectId) return known;
+    const conversation = { ...(await this.#deps.conversations.get(projectId, conversationId)), projectId };
+    if (this.#known.size >= KNOWN_MAX) this.#known.delete(this.#known.keys().next().value as string);
+    this.#known.set(conversationId, conversation);
+    return conversation;
+  }
+
+  #ensure(projectId: string, conversation: Conversation): Promise<void> {
+    const options: ConversationRoomOptions = { conversationId: conversation.id, projectId, characterId: conversation.characterId };
+    return this.#deps.system.ensureRoom(this.#deps.roomName, conversation.id, { ...options });
+  }
+
+  /**
+   * Locates the conversation and its actor, then issues `call`, strictly after the calls issued
+   * before it for the same conversation. Only issuing is serialised here; the actor queues the
+   * work itself, so waiting for replies does not hold up other callers.
+   */
+  async #inOrder<T>(projectId: string, conversationId: string, call: (conversation: Conversation) => Promise<T>): Promise<T> {
+    {
+      const previous = this.#dispatch.get(conversationId) ?? Promise.resolve();
+      const issued = previous.then(async () => {
+        const conversation = await this.#locate(projectId, conversationId);
+        await this.#ensure(projectId, conversation);
+        return { pending: call(conversation) };
+      });
+      const settled = issued.then(
+        () => undefined,
+        () => undefined,
+      );
+      this.#dispatch.set(conversationId, settled);
+      void settled.then(() => {
+        if (this.#dispatch.get(conversationId) === settled) this.#dispatch.delete(conversationId);
+      });
+      return (await issued).pending;
+    }
+  }
+}
+
+function busy(): TroupeError {
+  return new TroupeError('service_unavailable', 'The conversation was restarting; try again.');
+}

@@ -1,0 +1,280 @@
+import { Room, type Client, type RoomException, type RoomMethodName } from '@colyseus/core';
+import type { Logger } from 'pino';
+import { createActor, type Actor } from 'xstate';
+import type { ClientResult } from '../src/capabilities/executor.ts';
+import type { ConversationEvent } from '../src/conversations/events.ts';
+import { parseClientMessage } from '../src/conversations/client-message.ts';
+import type { Message } from '../src/conversations/repository.ts';
+import type { ConversationService, ExchangeResult, ReplyOutlet } from '../src/conversations/service.ts';
+import { TroupeError, notFound } from '../src/errors.ts';
+import type { Principal, ProjectService } from '../src/projects/service.ts';
+import { conversationLifecycle, type LifecycleEvent } from '../machines/conversation-lifecycle.ts';
+import type { ConversationEvents } from './conversation-events.ts';
+import { ConversationState, RECENT_MESSAGES, StateCapabilityCall, StateMessage } from './conversation-state.ts';
+import { failure, type Envelope } from './envelope.ts';
+
+export interface ConversationRoomDeps {
+  conversations: ConversationService;
+  projects: ProjectService;
+  events: ConversationEvents;
+  logger: Logger;
+  /** How long an actor with no work and no game clients lives before it is disposed. */
+  idleMs: number;
+  /** Where game clients reach this process, when they may not reach it where they matchmade. */
+  publicAddress: () => string | undefined;
+  /** This server's live actors, for its shutdown. */
+  live: Set<ConversationRoom>;
+}
+
+export interface ConversationRoomOptions {
+  conversationId: string;
+  projectId: string;
+  characterId: string;
+}
+
+/** Who is talking: live clients wait for client_function_call results; HTTP callers get the calls back. */
+export type Surface = 'http' | 'socket';
+
+/** Analysis output, published on the channel the caller chose. */
+export type AnalysisEvent = { type: 'delta'; content: string } | { type: 'done' } | { type: 'error'; message: string };
+
+const NEVER = new AbortController().signal;
+
+/**
+ * The conversation actor: one Colyseus room per active conversation, with the conversation's
+ * id as the room id. It owns the conversation's ordering (one message at a time, in arrival
+ * order, from every surface), fans its events out (room messages to Colyseus clients, presence
+ * to plain WebSockets anywhere), keeps the schema state game clients see, and waits for
+ * client_function_call results. Its lifecycle is the XState machine in `machines/`.
+ *
+ * Methods other processes call (through `matchMaker.remoteRoomCall`) take and return JSON.
+ */
+export class ConversationRoom extends Room<{ state: ConversationState }> {
+  /** Set by the subclass `conversationRoomType` makes for each server. */
+  declare readonly deps: ConversationRoomDeps;
+  #projectId = '';
+  #queue: Promise<unknown> = Promise.resolve();
+  #closing = false;
+  readonly #pending = new Map<string, (result: ClientResult) => void>();
+  #lifecycle: Actor<typeof conversationLifecycle> | null = null;
+  #disposed: Promise<void> | null = null;
+
+  override async onCreate(options: ConversationRoomOptions): Promise<void> {
+    this.roomId = options.conversationId;
+    this.autoDispose = false;
+    this.#projectId = options.projectId;
+    const state = new ConversationState();
+    state.conversationId = options.conversationId;
+    state.characterId = options.characterId;
+    state.speaking = false;
+    state.partialReply = '';
+    // Rebuilt from PostgreSQL: the actor holds nothing that is not also stored.
+    for (const message of await this.deps.conversations.latestMessages(options.conversationId, RECENT_MESSAGES)) {
+      state.messages.push(toStateMessage(message));
+    }
+    this.setState(state);
+    // Seat reservations send game clients here. Colyseus stamps one address per process; each
+    // server in the process stamps its own.
+    const address = this.deps.publicAddress();
+    if (address) (this as unknown as { _listing: { publicAddress?: string } })._listing.publicAddress = address;
+    this.deps.live.add(this);
+    const machine = conversationLifecycle.provide({ actions: { dispose: () => this.#dispose() } });
+    this.#lifecycle = createActor(machine, { input: { idleMs: this.deps.idleMs } });
+    this.#lifecycle.subscribe({ error: (err) => this.deps.logger.error({ err, conversationId: this.roomId }, 'conversation lifecycle failed') });
+    this.#lifecycle.start();
+    // Handlers run after uWS' callback returns (see `later` in src/http/uws.ts for why).
+    this.onMessage('message', (client, message: unknown) => setImmediate(() => this.#fromClient(client, message)));
+    this.onMessage('capability_result', (client, message: unknown) => {
+      const { callId, result } = (message ?? {}) as { callId?: unknown; result?: unknown };
+      if (typeof callId !== 'string' || !this.capabilityResult(callId, result ?? null)) {
+        client.send('error', { type: 'error', message: `No capability call is waiting for callId ${JSON.stringify(callId)}.` });
+      }
+    });
+  }
+
+  override onJoin(_client: Client, _options: unknown, auth: Principal | undefined): void {
+    // Matchmaking checked the conversation belongs to the key's project; check again here.
+    if (!auth || auth.projectId !== this.#projectId) throw notFound('conversation', this.roomId);
+    this.#signal({ type: 'client.joined' });
+  }
+
+  override onLeave(): void {
+    this.#signal({ type: 'client.left' });
+  }
+
+  override onBeforeShutdown(): void {
+    this.#signal({ type: 'shutdown' });
+  }
+
+  override onDispose(): void {
+    this.#closing = true;
+    this.deps.live.delete(this);
+    this.#lifecycle?.stop();
+    for (const finish of this.#pending.values()) finish({ received: false });
+  }
+
+  /** The error boundary around every hook, message handler and timer Colyseus runs. */
+  override onUncaughtException(error: RoomException, method: RoomMethodName): void {
+    this.deps.logger.error({ err: error, method, conversationId: this.roomId }, 'conversation actor failed');
+  }
+
+  /** A player's message and the character's reply. */
+  exchange(projectId: string, content: string, surface: Surface): Promise<Envelope<ExchangeResult>> {
+    if (projectId !== this.#projectId) return Promise.resolve(failure(notFound('conversation', this.roomId)));
+    const outlet: ReplyOutlet = {
+      publish: (event) => this.#publish(event),
+      stored: (message) => this.#remember(message),
+      ...(surface === 'socket' ? { awaitResult: (callId: string, ms: number, signal: AbortSignal) => this.#awaitResult(callId, ms, signal) } : {}),
+    };
+    return this.#enqueue(async () => {
+      this.state.speaking = true;
+      this.state.partialReply = '';
+      try {
+        return await this.deps.conversations.reply(projectId, this.roomId, content, outlet, NEVER);
+      } finally {
+        this.state.speaking = false;
+        this.state.partialReply = '';
+      }
+    });
+  }
+
+  /** Mode `analysis`: queued like a message, its text published on `channel`, never stored. */
+  analyse(projectId: string, question: string, channel: string): Envelope<null> | { ok: false; retry: true } {
+    if (projectId !== this.#projectId) return failure(notFound('conversation', this.roomId));
+    if (this.#closing) return { ok: false, retry: true };
+    const send = (event: AnalysisEvent) => this.presence.publish(channel, event);
+    const queued = this.#enqueue(() =>
+      this.deps.conversations.analyse(projectId, this.roomId, question, (content) => send({ type: 'delta', content }), NEVER),
+    );
+    void queued.then((result) => send(result.ok ? { type: 'done' } : { type: 'error', message: 'error' in result ? result.error.message : 'The analysis was interrupted.' }));
+    return { ok: true, value: null };
+  }
+
+  /** A client's answer to a client_function_call; false when nothing waits for `callId`. */
+  capabilityResult(callId: string, result: unknown): boolean {
+    const finish = this.#pending.get(callId);
+    if (!finish) return false;
+    finish({ received: true, result });
+    return true;
+  }
+
+  /** Runs `work` after everything queued before it; the actor stays alive until it is done. */
+  #enqueue<T>(work: () => Promise<T>): Promise<Envelope<T>> {
+    if (this.#closing) return Promise.resolve({ ok: false, retry: true });
+    this.#signal({ type: 'work.started' });
+    const run = async (): Promise<Envelope<T>> => {
+      try {
+        return { ok: true, value: await work() };
+      } catch (err) {
+        if (!(err instanceof Error && err.name === 'TroupeError')) this.deps.logger.error({ err, conversationId: this.roomId }, 'conversation reply failed');
+        return failure(err);
+      } finally {
+        this.#signal({ type: 'work.finished' });
+      }
+    };
+    const result = this.#queue.then(run, run);
+    this.#queue = result;
+    return result;
+  }
+
+  #publish(event: ConversationEvent): void {
+    this.deps.events.publish(this.roomId, event);
+    this.broadcast(event.type, event);
+    if (event.type === 'chunk') {
+      this.state.partialReply = event.done ? '' : this.state.partialReply + event.content;
+    } else if (event.type === 'capability') {
+      this.state.lastCapability = new StateCapabilityCall({
+        characterId: event.characterId,
+        name: event.name,
+        params: JSON.stringify(event.params),
+        callId: event.callId,
+      });
+    }
+  }
+
+  #remember(message: Message): void {
+    const { messages } = this.state;
+    messages.push(toStateMessage(message));
+    while (messages.length > RECENT_MESSAGES) messages.shift();
+  }
+
+  #awaitResult(callId: string, timeoutMs: number, signal: AbortSignal): Promise<ClientResult> {
+    return new Promise((resolve) => {
+      const finish = (result: ClientResult) => {
+        clearTimeout(timer);
+        signal.removeEventListener('abort', onAbort);
+        this.#pending.delete(callId);
+        resolve(result);
+      };
+      const onAbort = () => finish({ received: false });
+      const timer = setTimeout(() => finish({ received: false }), timeoutMs);
+      signal.addEventListener('abort', onAbort);
+      this.#pending.set(callId, finish);
+    });
+  }
+
+  /** Game clients' messages: the same protocol as the conversation WebSocket. */
+  #fromClient(client: Client, raw: unknown): void {
+    const parsed = parseClientMessage(raw);
+    if (parsed.kind === 'invalid') {
+      client.send('error', { type: 'error', message: parsed.message });
+      return;
+    }
+    if (parsed.kind === 'capability_result') {
+      if (!this.capabilityResult(parsed.callId, parsed.result)) {
+        client.send('error', { type: 'error', message: `No capability call is waiting for callId ${JSON.stringify(parsed.callId)}.` });
+      }
+      return;
+    }
+    if (parsed.mode === 'conversation') {
+      // Failures reach every listener as an `error` event from the reply itself.
+      void this.exchange(this.#projectId, parsed.content, 'socket');
+      return;
+    }
+    const chunk = (content: string, done: boolean) =>
+      client.send('chunk', { type: 'chunk', characterId: this.state.characterId, content, done });
+    void this.#enqueue(() => this.deps.conversations.analyse(this.#projectId, this.roomId, parsed.content, (d) => chunk(d, false), NEVER)).then((result) => {
+      if (result.ok) chunk('', true);
+      else client.send('error', { type: 'error', message: 'error' in result ? result.error.message : 'The analysis was interrupted.' });
+    });
+  }
+
+  /** Tells the lifecycle machine; a disposed actor's machine has stopped and hears nothing. */
+  #signal(event: LifecycleEvent): void {
+    if (this.#lifecycle?.getSnapshot().status === 'active') this.#lifecycle.send(event);
+  }
+
+  /** Disposes the actor now (its server is stopping); resolves once it is gone. */
+  close(): Promise<void> {
+    this.#signal({ type: 'shutdown' });
+    return this.#disposed ?? Promise.resolve();
+  }
+
+  #dispose(): void {
+    this.#closing = true;
+    this.#disposed ??= this.lock()
+      .then(() => this.disconnect())
+      .then(
+        () => undefined,
+        (err: unknown) => this.deps.logger.error({ err, conversationId: this.roomId }, 'conversation actor could not be disposed'),
+      );
+  }
+}
+
+function toStateMessage(message: Message): StateMessage {
+  return new StateMessage({ id: message.id, role: message.role, content: message.content, createdAt: message.createdAt });
+}
+
+/** A room class bound to one server's services; Colyseus instantiates it with no arguments. */
+export function conversationRoomType(deps: ConversationRoomDeps): typeof ConversationRoom {
+  return class BoundConversationRoom extends ConversationRoom {
+    override readonly deps = deps;
+
+    /** Game clients authenticate with an API key (`client.auth.token`). */
+    static override async onAuth(token: string): Promise<Principal> {
+      const principal = await deps.projects.authenticate(token);
+      if (!principal) throw new TroupeError('invalid_api_key', 'Invalid API key: set client.auth.token to a Troupe API key.');
+      return principal;
+    }
+  };
+}

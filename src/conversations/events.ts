@@ -1,0 +1,10 @@
+/**
+ * What a conversation tells its listeners, as the conversation WebSocket defines it (plus the
+ * extras noted). Colyseus game clients receive the same events as room messages of that type.
+ */
+export type ConversationEvent =
+  | { type: 'ready' }
+  | { type: 'chunk'; characterId: string; content: string; done: boolean }
+  /** `callId` is an addition: a client_function_call's result is sent back with it. */
+  | { type: 'capability'; characterId: string; name: string; params: Record<string, unknown>; callId: string }
+  | { type: 'error'; message: string };
