@@ -59,15 +59,17 @@ import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import { compare, DEFAULT_MAX_TTFC_P99_MS, rateJson, summarizePhase, type PhaseSummary, type RateResult } from './chat-support/analysis.ts';
-import { waitForQuiet } from './chat-support/cpu-meter.ts';
+import { waitForQuiet } from './support/cpu-meter.ts';
 import { probe, runPhase, type PhaseOptions, type StreamTarget } from './chat-support/open-loop.ts';
-import { freePort, killPolledChildren, launchPolled } from './chat-support/polled-child.ts';
-import { formatSrcProfile, summarizeSrcProfile, type SrcProfile } from './chat-support/profile-src.ts';
+import { freePort, launchPolled } from './support/polled-child.ts';
+import { formatSrcProfile, summarizeSrcProfile, type SrcProfile } from './support/profile-src.ts';
 import { BENCH_MODEL, expectedEvents, parseSse, replyText, TIMINGS_PATH, UPSTREAM_READY_MSG, type UpstreamTiming } from './chat-support/reply.ts';
 import { addedTable, headline, LEGEND, LEGS_LEGEND, legsTable, noiseNotes, phaseTable } from './chat-support/report.ts';
 import { installCleanupHandlers, killAllChildren, launch, type Launched } from './support/children.ts';
 import { sampleBackgroundPercent } from './support/cpu.ts';
+import { envFlag, envList, envLogLevel, envNumber, envRates, envText } from './support/env.ts';
 import { newestProfile } from './support/profile.ts';
+import { troupeEnv } from './support/troupe-env.ts';
 import { resolveUwsNode } from './support/uws-node.ts';
 
 const execFileAsync = promisify(execFile);
@@ -77,15 +79,6 @@ const RESULTS_DIR = join(HERE, 'results');
 const ENGINES = ['node', 'uws'] as const;
 type Engine = (typeof ENGINES)[number];
 
-/** Every variable Troupe's config reads: the Troupe child gets only what we set. */
-const TROUPE_VARS = [
-  'PORT', 'HOST', 'HTTP_ENGINE', 'DATABASE_URL', 'DATABASE_POOL_SIZE', 'REDIS_URL', 'TROUPE_DATA_DIR',
-  'TROUPE_BOOTSTRAP_KEY', 'TROUPE_ADMIN_TOKEN', 'LOG_LEVEL', 'MAX_JSON_BODY_BYTES', 'CORS_ORIGINS',
-  'SHUTDOWN_GRACE_MS', 'CACHE_MAX_ENTRIES', 'METRICS_PUBLIC', 'TROUPE_URL', 'INFERENCE_BASE_URL',
-  'INFERENCE_API_KEY', 'INFERENCE_MODEL', 'INFERENCE_CONNECT_TIMEOUT_MS', 'INFERENCE_FIRST_TOKEN_TIMEOUT_MS',
-  'INFERENCE_TOTAL_TIMEOUT_MS', 'INFERENCE_MAX_RETRIES', 'INFERENCE_MODELS_TTL_MS',
-];
-const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'];
 const UWS_SCRIPT_TIMEOUT_MS = 10 * 60_000;
 const READY_TIMEOUT_MS = 90_000;
 const HTTP_TIMEOUT_MS = 10_000;
@@ -114,34 +107,20 @@ interface BenchConfig {
 }
 
 function readConfig(): BenchConfig {
-  const env = (name: string) => process.env[name]?.trim() || undefined;
-  const num = (name: string, fallback: number, min: number, integer = false): number => {
-    const raw = env(name);
-    if (raw === undefined) return fallback;
-    const value = Number(raw);
-    if (!Number.isFinite(value) || value < min || (integer && !Number.isInteger(value))) {
-      throw new Error(`${name} must be ${integer ? 'an integer' : 'a number'} >= ${min}, got '${raw}'`);
-    }
-    return value;
-  };
-  const flag = (name: string) => ['1', 'true', 'yes'].includes(env(name) ?? '');
-  const rates = (env('BENCH_RATES') ?? '25,50,100,150,200,300,400,600,800').split(',').map((s) => Number(s.trim()));
-  if (rates.some((r) => !Number.isFinite(r) || r <= 0)) throw new Error(`BENCH_RATES must be positive numbers, got '${env('BENCH_RATES')}'`);
-  const engines = (env('BENCH_ENGINES') ?? ENGINES.join(',')).split(',').map((s) => s.trim()).filter(Boolean);
-  const unknown = engines.filter((e) => !(ENGINES as readonly string[]).includes(e));
-  if (unknown.length > 0) throw new Error(`BENCH_ENGINES: unknown ${unknown.join(', ')}; known: ${ENGINES.join(', ')}`);
+  const env = envText;
+  const num = (name: string, fallback: number, min: number, integer = false) => envNumber(name, fallback, min, integer);
+  const flag = envFlag;
   const troupeModel = env('BENCH_TROUPE_MODEL') ?? 'character';
   if (troupeModel !== 'character' && troupeModel !== 'upstream') throw new Error(`BENCH_TROUPE_MODEL must be character or upstream, got '${troupeModel}'`);
   const mode = env('BENCH_MODE') ?? 'interleaved';
   if (mode !== 'interleaved' && mode !== 'sequential') throw new Error(`BENCH_MODE must be interleaved or sequential, got '${mode}'`);
-  const logLevel = env('BENCH_LOG_LEVEL') ?? 'info';
-  if (!LOG_LEVELS.includes(logLevel)) throw new Error(`BENCH_LOG_LEVEL must be one of ${LOG_LEVELS.join(', ')}`);
+  const logLevel = envLogLevel('BENCH_LOG_LEVEL', 'info');
   return {
     mode,
-    rates: [...new Set(rates)].sort((a, b) => a - b),
+    rates: envRates('BENCH_RATES', '25,50,100,150,200,300,400,600,800'),
     durationSec: num('BENCH_DURATION', 5, 1),
     warmupSec: num('BENCH_WARMUP', 1, 0),
-    engines: ENGINES.filter((e) => engines.includes(e)),
+    engines: envList('BENCH_ENGINES', ENGINES),
     tokens: num('BENCH_TOKENS', 40, 1, true),
     chunkDelayMs: num('BENCH_CHUNK_DELAY_MS', 5, 0, true),
     firstChunkDelayMs: num('BENCH_FIRST_CHUNK_DELAY_MS', 0, 0, true),
@@ -227,9 +206,7 @@ function alive(pid: number): boolean {
 
 async function startTroupe(cfg: BenchConfig, engine: Engine, nodeBinary: string, upstreamUrl: string, profDir: string): Promise<{ child: Launched; key: string }> {
   const key = `sk-troupe-bench${randomBytes(12).toString('base64url')}`;
-  const env: NodeJS.ProcessEnv = { ...process.env };
-  for (const name of TROUPE_VARS) delete env[name];
-  Object.assign(env, {
+  const env = troupeEnv({
     PORT: '0',
     HOST: '127.0.0.1',
     HTTP_ENGINE: engine,
@@ -378,7 +355,6 @@ async function main(): Promise<void> {
   const deadline = setTimeout(() => {
     process.stderr.write(`\n[bench:chat] overall time budget of ${Math.round(budgetMs / 1000)} s exceeded: killing children\n`);
     killAllChildren();
-    killPolledChildren();
     process.exit(2);
   }, budgetMs);
   deadline.unref();
@@ -501,5 +477,4 @@ try {
   process.exitCode = 1;
 } finally {
   killAllChildren();
-  killPolledChildren();
 }

@@ -10,6 +10,9 @@
  *                the upstream streams ~40 chunks stamped with the CLOCK_MONOTONIC µs it wrote them;
  *                per chunk the spread between first and last subscriber, and the latency from the
  *                upstream's write to each subscriber.
+ *   (b') fanout-redis  the same across two Troupe processes on one PostgreSQL database and one Redis:
+ *                the conversation's actor (and the posting) on A, the subscribers' sockets on B, so
+ *                every chunk crosses Redis pub/sub (conversation-support/cross-process.ts).
  *   (c) perform  open-loop POST /perform at fixed rates, interleaved with direct streamed calls of
  *                the same body to the upstream (the very body Troupe sent it, recorded by the
  *                upstream); both get the same fixed reply; the difference is Troupe's added latency.
@@ -23,7 +26,10 @@
  *
  * Environment (defaults in brackets):
  *   BENCH_ENGINES              node,uws
- *   BENCH_PARTS                sockets,fanout,perform
+ *   BENCH_PARTS                sockets,fanout,fanout-redis,perform
+ *   BENCH_DATABASE_URL         for fanout-redis: PostgreSQL server where a temporary database is made and dropped
+ *                              [postgres://postgres@127.0.0.1:5432/test]
+ *   BENCH_REDIS_URL            for fanout-redis: Redis both processes share [redis://127.0.0.1:6379]
  *   BENCH_SOCKETS              idle sockets [10000]; capped by the ephemeral ports per source address
  *                              (one server port) and by file descriptors, with the reason reported
  *   BENCH_CONVERSATIONS        conversations the idle sockets share [100]
@@ -54,11 +60,10 @@ import { cpus, totalmem } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
-import { waitForQuiet, type WatchedProcess } from './chat-support/cpu-meter.ts';
-import { killPolledChildren } from './chat-support/polled-child.ts';
-import { formatSrcProfile, summarizeSrcProfile, type SrcProfile } from './chat-support/profile-src.ts';
+import { waitForQuiet, type WatchedProcess } from './support/cpu-meter.ts';
+import { formatSrcProfile, summarizeSrcProfile, type SrcProfile } from './support/profile-src.ts';
+import { runCrossProcessFanout, type CrossResult } from './conversation-support/cross-process.ts';
 import { runFanout, type FanoutResult } from './conversation-support/fanout.ts';
-import { killHolders } from './conversation-support/holders.ts';
 import { runIdle, stopIdleClients, type IdlePlan, type IdleResult } from './conversation-support/idle.ts';
 import { requestOnce, runRate, type HttpTarget } from './conversation-support/open-loop.ts';
 import { canRaiseHardLimits, ephemeralPortCount, hardFileLimit, maxFileLimit, openFileCount, openFileLimit, waitForOtherBenchmarks } from './conversation-support/proc.ts';
@@ -66,6 +71,7 @@ import { compareRate, fanoutJson, fanoutTable, gcInWindow, idleTable, performTab
 import { createCharacter, probeTroupe, sampleMemory, startTroupe, stopTroupe, type Engine, type MemorySample, type Troupe } from './conversation-support/troupe.ts';
 import { DONE_FRAME, expectedPerformBody, LAST_BODY_PATH, UPSTREAM_READY_MSG } from './conversation-support/wire.ts';
 import { installCleanupHandlers, killAllChildren, launch, type Launched } from './support/children.ts';
+import { envFlag, envList, envLogLevel, envNumber, envRates, envText } from './support/env.ts';
 import { newestProfile } from './support/profile.ts';
 import { resolveUwsNode } from './support/uws-node.ts';
 
@@ -74,9 +80,8 @@ const HERE = dirname(fileURLToPath(import.meta.url));
 const ROOT = resolve(HERE, '..');
 const RESULTS_DIR = join(HERE, 'results');
 const ENGINES = ['node', 'uws'] as const;
-const PARTS = ['sockets', 'fanout', 'perform'] as const;
+const PARTS = ['sockets', 'fanout', 'fanout-redis', 'perform'] as const;
 type Part = (typeof PARTS)[number];
-const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'];
 const READY_TIMEOUT_MS = 90_000;
 const UWS_SCRIPT_TIMEOUT_MS = 10 * 60_000;
 /** Ephemeral ports left for everything else (the bench's own HTTP clients, other programs). */
@@ -116,36 +121,18 @@ interface Config {
   maxRunSec: number;
   quietWaitSec: number;
   quietPercent: number;
+  databaseUrl: string;
+  redisUrl: string;
 }
 
 function readConfig(): Config {
-  const env = (name: string) => process.env[name]?.trim() || undefined;
-  const num = (name: string, fallback: number, min: number, integer = true): number => {
-    const raw = env(name);
-    if (raw === undefined) return fallback;
-    const value = Number(raw);
-    if (!Number.isFinite(value) || value < min || (integer && !Number.isInteger(value))) {
-      throw new Error(`${name} must be ${integer ? 'an integer' : 'a number'} >= ${min}, got '${raw}'`);
-    }
-    return value;
-  };
-  const list = <T extends string>(name: string, known: readonly T[]): T[] => {
-    const wanted = (env(name) ?? known.join(',')).split(',').map((s) => s.trim()).filter(Boolean);
-    const unknown = wanted.filter((w) => !(known as readonly string[]).includes(w));
-    if (unknown.length > 0) throw new Error(`${name}: unknown ${unknown.join(', ')}; known: ${known.join(', ')}`);
-    return known.filter((k) => wanted.includes(k));
-  };
-  const level = (name: string, fallback: string) => {
-    const value = env(name) ?? fallback;
-    if (!LOG_LEVELS.includes(value)) throw new Error(`${name} must be one of ${LOG_LEVELS.join(', ')}`);
-    return value;
-  };
-  const rates = (env('BENCH_PERFORM_RATES') ?? '50,100,200,400').split(',').map((s) => Number(s.trim()));
-  if (rates.some((r) => !Number.isFinite(r) || r <= 0)) throw new Error(`BENCH_PERFORM_RATES must be positive numbers, got '${env('BENCH_PERFORM_RATES')}'`);
-  const sources = (env('BENCH_SOURCE_ADDRESSES') ?? '127.0.0.1').split(',').map((s) => s.trim()).filter(Boolean);
+  const num = envNumber;
+  const sources = (envText('BENCH_SOURCE_ADDRESSES') ?? '127.0.0.1').split(',').map((s) => s.trim()).filter(Boolean);
   const bad = sources.filter((s) => !/^127\.\d{1,3}\.\d{1,3}\.\d{1,3}$/.test(s));
-  if (bad.length > 0 || sources.length === 0) throw new Error(`BENCH_SOURCE_ADDRESSES must be loopback IPv4 addresses (127.x.y.z), got '${env('BENCH_SOURCE_ADDRESSES')}'`);
-  const flag = (name: string) => ['1', 'true', 'yes'].includes(env(name) ?? '');
+  if (bad.length > 0 || sources.length === 0) throw new Error(`BENCH_SOURCE_ADDRESSES must be loopback IPv4 addresses (127.x.y.z), got '${envText('BENCH_SOURCE_ADDRESSES')}'`);
+  const list = envList;
+  const level = envLogLevel;
+  const flag = envFlag;
   return {
     engines: list('BENCH_ENGINES', ENGINES),
     parts: list('BENCH_PARTS', PARTS),
@@ -161,7 +148,7 @@ function readConfig(): Config {
     fanoutWarmup: num('BENCH_FANOUT_WARMUP', 3, 0),
     fanoutChunks: num('BENCH_FANOUT_CHUNKS', 40, 1),
     fanoutGapMs: num('BENCH_FANOUT_GAP_MS', 5, 0),
-    performRates: [...new Set(rates)].sort((a, b) => a - b),
+    performRates: envRates('BENCH_PERFORM_RATES', '50,100,200,400'),
     performDurationSec: num('BENCH_PERFORM_DURATION', 10, 1, false),
     performWarmupSec: num('BENCH_PERFORM_WARMUP', 2, 0, false),
     performTokens: num('BENCH_PERFORM_TOKENS', 40, 1),
@@ -175,6 +162,8 @@ function readConfig(): Config {
     maxRunSec: num('BENCH_MAX_RUN_SEC', 3600, 60),
     quietWaitSec: num('BENCH_QUIET_WAIT', 10, 0),
     quietPercent: num('BENCH_QUIET_PERCENT', 60, 1),
+    databaseUrl: envText('BENCH_DATABASE_URL') ?? 'postgres://postgres@127.0.0.1:5432/test',
+    redisUrl: envText('BENCH_REDIS_URL') ?? 'redis://127.0.0.1:6379',
   };
 }
 
@@ -244,10 +233,23 @@ async function quiet(cfg: Config, watch: readonly WatchedProcess[], label: strin
   log(`${label}: rest of the machine at ${other}% of a core${q.waitedSec > 1.5 ? ` after waiting ${q.waitedSec.toFixed(0)} s` : ''}`);
 }
 
+function fanoutOptions(cfg: Config) {
+  return {
+    subscribers: cfg.fanoutSubscribers,
+    messages: cfg.fanoutMessages,
+    warmupMessages: cfg.fanoutWarmup,
+    chunks: cfg.fanoutChunks,
+    gapMs: cfg.fanoutGapMs,
+    pauseMs: 50,
+    timeoutMs: 15_000,
+  };
+}
+
 interface EngineRun {
   engine: Engine;
   nodeBinary: string;
   fanout: FanoutResult | null;
+  fanoutCross: CrossResult | null;
   perform: RateResult[];
   performPreflight: { directMs: number; performMs: number; upstreamRequestBytes: number } | null;
   /** Troupe's memory (after a full GC) before and after the perform rates: retention shows here. */
@@ -343,6 +345,7 @@ async function benchEngine(cfg: Config, engine: Engine, nodeBinary: string, upst
     engine,
     nodeBinary,
     fanout: null,
+    fanoutCross: null,
     perform: [],
     performPreflight: null,
     performMemory: null,
@@ -368,16 +371,7 @@ async function benchEngine(cfg: Config, engine: Engine, nodeBinary: string, upst
           run.fanout = await runFanout(
             troupe,
             characterId,
-            {
-              subscribers: cfg.fanoutSubscribers,
-              messages: cfg.fanoutMessages,
-              warmupMessages: cfg.fanoutWarmup,
-              chunks: cfg.fanoutChunks,
-              gapMs: cfg.fanoutGapMs,
-              pauseMs: 50,
-              timeoutMs: 15_000,
-              watch,
-            },
+            { ...fanoutOptions(cfg), watch },
             (line) => log(`${engine} ${line}`),
           );
         } catch (err) {
@@ -402,6 +396,26 @@ async function benchEngine(cfg: Config, engine: Engine, nodeBinary: string, upst
       const window = windows.length > 0 ? { start: Math.min(...windows.map((w) => w.start)), end: Math.max(...windows.map((w) => w.end)) } : null;
       if (file) run.profile = await summarizeSrcProfile(file, window);
       else log(`${engine}: no .cpuprofile written in ${profDir}`);
+    }
+  }
+
+  if (wants('fanout-redis')) {
+    try {
+      run.fanoutCross = await runCrossProcessFanout(
+        {
+          troupe: { engine, nodeBinary, upstreamUrl, logLevel: cfg.logLevel, fdLimit: 65_536, cpuProfDir: null, root: ROOT, readyTimeoutMs: READY_TIMEOUT_MS },
+          databaseUrl: cfg.databaseUrl,
+          redisUrl: cfg.redisUrl,
+          fanout: fanoutOptions(cfg),
+          upstream: { name: 'upstream', pid: upstream.pid },
+          quiet: (watch) => quiet(cfg, watch, `${engine} fan-out across processes`),
+        },
+        (line) => log(`${engine} ${line}`),
+      );
+      Object.assign(run.troupeExits, Object.fromEntries(Object.entries(run.fanoutCross.troupeExits).map(([k, v]) => [`fanoutRedis${k}`, v])));
+    } catch (err) {
+      run.errors.push(`fan-out across processes: ${(err as Error).message}`);
+      log(`${engine}: fan-out across processes failed: ${(err as Error).message}`);
     }
   }
 
@@ -453,21 +467,15 @@ async function gitState(): Promise<{ head: string; dirtySrc: string[] }> {
   return { head, dirtySrc: status.split('\n').map((l) => l.slice(3).trim()).filter(Boolean) };
 }
 
-function killEverything(): void {
-  killAllChildren();
-  killPolledChildren();
-  killHolders();
-}
-
 async function main(): Promise<void> {
   const started = Date.now();
   const cfg = readConfig();
   if (Number(process.versions.node.split('.')[0]) < 24) throw new Error(`run with Node >= 24 (npm run bench:conversations), not ${process.version}`);
   installCleanupHandlers();
-  process.on('exit', killEverything);
+  process.on('exit', killAllChildren);
   const deadline = setTimeout(() => {
     process.stderr.write(`\n[bench:conversations] BENCH_MAX_RUN_SEC (${cfg.maxRunSec} s) exceeded: killing children\n`);
-    killEverything();
+    killAllChildren();
     process.exit(2);
   }, cfg.maxRunSec * 1000);
   deadline.unref();
@@ -562,18 +570,29 @@ async function main(): Promise<void> {
       '',
     );
   }
-  const fanRows = runs.flatMap((r) => (r.fanout ? [{ engine: r.engine, result: r.fanout }] : []));
+  const fanRows = runs.flatMap((r) => [
+    ...(r.fanout ? [{ engine: `${r.engine}, one process`, result: r.fanout }] : []),
+    ...(r.fanoutCross ? [{ engine: `${r.engine}, A → Redis → B`, result: r.fanoutCross.fanout }] : []),
+  ]);
   if (fanRows.length > 0) {
     out.push(
       `### (b) Chunk fan-out to ${cfg.fanoutSubscribers} subscribers of one conversation`,
       '',
       `${cfg.fanoutMessages} messages (after ${cfg.fanoutWarmup} warm-up) posted over HTTP; the upstream streams ${cfg.fanoutChunks} chunks ${cfg.fanoutGapMs} ms apart, each stamped ` +
         'with the CLOCK_MONOTONIC µs it was written. Spread = last - first subscriber arrival per chunk; latency = arrival - upstream write, per chunk and subscriber. ' +
-        'All subscribers live in the benchmark process (one thread), so the spread includes its own time to take in the messages. Times in ms.',
+        'All subscribers live in the benchmark process (one thread), so the spread includes its own time to take in the messages. ' +
+        '"A → Redis → B": two Troupe processes on one fresh PostgreSQL database and one Redis; the actor runs on A, where the messages are posted, ' +
+        'the subscribers are connected to B, so every chunk crosses Redis pub/sub; CPU is A + B. Times in ms.',
       '',
       fanoutTable(fanRows),
       '',
       ...fanRows.flatMap(({ engine, result }) => result.problems.map((p) => `${engine}: ${p}`)),
+      ...runs.flatMap((r) => {
+        const p = r.fanoutCross?.placement;
+        if (!p) return [];
+        const where = p.onA === null ? 'not verified (no redis-cli or no processId in the logs)' : p.onA ? 'on A, as intended' : 'NOT on A';
+        return [`${r.engine} across processes: Redis' room cache puts the actor on ${p.actorProcessId ?? '?'} (A ${p.aProcessId ?? '?'}, B ${p.bProcessId ?? '?'}): ${where}.`];
+      }),
       '',
     );
   }
@@ -636,6 +655,7 @@ async function main(): Promise<void> {
       troupeExits: r.troupeExits,
       idle: r.idle,
       fanout: r.fanout ? fanoutJson(r.fanout) : null,
+      fanoutCrossProcess: r.fanoutCross ? { ...r.fanoutCross, fanout: fanoutJson(r.fanoutCross.fanout) } : null,
       performPreflight: r.performPreflight,
       performMemory: r.performMemory,
       perform: r.perform.map(rateJson),
@@ -649,6 +669,6 @@ async function main(): Promise<void> {
 
 main().catch((err: unknown) => {
   process.stderr.write(`\n[bench:conversations] failed: ${(err as Error)?.stack ?? String(err)}\n`);
-  killEverything();
+  killAllChildren();
   process.exit(1);
 });

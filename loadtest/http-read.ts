@@ -27,6 +27,7 @@ import { runLoad, type LoadStats } from './support/load.ts';
 import { formatProfile, newestProfile, PROFILE_FOOTNOTE, summarizeProfile, type ProfileSummary } from './support/profile.ts';
 import { cpuNotes, markdownTable, ratioNotes, type Skipped, type TargetResult } from './support/report.ts';
 import { BARE_READY_MSG } from './support/sample-body.ts';
+import { troupeEnv } from './support/troupe-env.ts';
 import { resolveUwsNode } from './support/uws-node.ts';
 
 const HERE = dirname(fileURLToPath(import.meta.url));
@@ -43,12 +44,6 @@ interface BenchConfig {
   cpuProf: boolean;
 }
 
-/** Every variable Troupe's config reads: the children get only what we set here. */
-const TROUPE_VARS = [
-  'PORT', 'HOST', 'HTTP_ENGINE', 'DATABASE_URL', 'DATABASE_POOL_SIZE', 'REDIS_URL', 'TROUPE_DATA_DIR',
-  'TROUPE_BOOTSTRAP_KEY', 'TROUPE_ADMIN_TOKEN', 'LOG_LEVEL', 'MAX_JSON_BODY_BYTES', 'CORS_ORIGINS',
-  'SHUTDOWN_GRACE_MS', 'CACHE_MAX_ENTRIES', 'METRICS_PUBLIC', 'TROUPE_URL',
-];
 const UWS_SCRIPT_TIMEOUT_MS = 10 * 60_000;
 const READY_TIMEOUT_MS = 90_000;
 const FETCH_TIMEOUT_MS = 10_000;
@@ -165,9 +160,7 @@ async function benchChild(
 function benchTroupe(state: RunState, engine: 'node' | 'uws', nodeBinary: string): Promise<void> {
   const id = `troupe-${engine}` as const;
   const key = `sk-troupe-bench${randomBytes(12).toString('base64url')}`;
-  const env: NodeJS.ProcessEnv = { ...process.env };
-  for (const name of TROUPE_VARS) delete env[name];
-  Object.assign(env, { PORT: '0', HOST: '127.0.0.1', HTTP_ENGINE: engine, TROUPE_DATA_DIR: 'memory://', TROUPE_BOOTSTRAP_KEY: key, LOG_LEVEL: 'info' });
+  const env = troupeEnv({ PORT: '0', HOST: '127.0.0.1', HTTP_ENGINE: engine, TROUPE_DATA_DIR: 'memory://', TROUPE_BOOTSTRAP_KEY: key, LOG_LEVEL: 'info' });
   const spec = { script: 'src/main.ts', env, readyMsg: 'troupe listening', readyTimeoutMs: READY_TIMEOUT_MS };
   return benchChild(state, id, nodeBinary, spec, async (child) => {
     if (child.readyInfo.engine !== engine) throw new Error(`${id}: Troupe reports engine '${String(child.readyInfo.engine)}', wanted '${engine}'`);

@@ -1,8 +1,8 @@
 /** From raw phase samples to the numbers the report shows: percentiles, verdicts, added latency. */
-import type { CpuWindow } from './cpu-meter.ts';
+import type { CpuWindow } from '../support/cpu-meter.ts';
 import type { PhaseRaw } from './open-loop.ts';
 import type { UpstreamTiming } from './reply.ts';
-import { percentile, round3, roundSummary, sortedCopy, splitHalfSpread, summarize, type Summary } from './stats.ts';
+import { percentile, round3, roundSummary, sortedCopy, splitHalfSpread, summarize, type Summary } from '../support/stats.ts';
 
 /** A rate counts as sustained when all of these hold. */
 export const SUSTAIN = {

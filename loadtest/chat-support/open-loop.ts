@@ -19,7 +19,7 @@
 import { Agent, request as httpRequest, type IncomingMessage } from 'node:http';
 import { performance } from 'node:perf_hooks';
 import { monotonicUs } from '../support/load.ts';
-import { startCpuWindow, type CpuWindow, type WatchedProcess } from './cpu-meter.ts';
+import { startCpuWindow, type CpuWindow, type WatchedProcess } from '../support/cpu-meter.ts';
 import { monotonicMs, parseSse, requestTag } from './reply.ts';
 
 /** performance.now() and process.hrtime share libuv's monotonic clock: this maps one onto the other. */

@@ -6,14 +6,19 @@
  * is over), and derive:
  *   - spread: last subscriber's arrival minus the first's, per chunk;
  *   - latency: arrival minus the instant the upstream wrote the chunk, per chunk and subscriber
- *     (upstream -> Troupe's SDK stream -> hub -> socket -> this process), both on CLOCK_MONOTONIC.
+ *     (upstream -> Troupe's SDK stream -> the conversation's actor -> its presence channel ->
+ *     ConversationEvents of the subscribers' process -> socket -> this process), both on
+ *     CLOCK_MONOTONIC.
+ * In one process the presence channel is in memory. With `subscribeVia`, messages are posted on
+ * one Troupe (where the caller made the conversation's actor run) and the subscribers connect to
+ * another, so every event crosses Redis pub/sub between the two.
  * The subscribers share this process's one thread, so the spread includes the time this process
  * needs to take in N-1 messages (a few µs each): it is an upper bound of Troupe's own spread.
  */
 import { performance } from 'node:perf_hooks';
 import { WebSocket } from 'ws';
-import { startCpuWindow, type CpuWindow, type WatchedProcess } from '../chat-support/cpu-meter.ts';
-import { summarize, type Summary } from '../chat-support/stats.ts';
+import { startCpuWindow, type CpuWindow, type WatchedProcess } from '../support/cpu-meter.ts';
+import { summarize, type Summary } from '../support/stats.ts';
 import { delay } from '../support/children.ts';
 import { api, wsUrl, type Troupe } from './troupe.ts';
 import { parseStamps, STAMP_PREFIX } from './wire.ts';
@@ -29,6 +34,10 @@ export interface FanoutOptions {
   pauseMs: number;
   timeoutMs: number;
   watch: readonly WatchedProcess[];
+  /** An existing conversation (default: a new one of `characterId`). */
+  conversationId?: string;
+  /** The Troupe the subscribers connect to (default: the one messages are posted on). */
+  subscribeVia?: Troupe;
 }
 
 export interface FanoutResult {
@@ -91,7 +100,8 @@ async function openSubscriber(url: string, timeoutMs: number, inbox: Arrival[][]
 }
 
 export async function runFanout(troupe: Troupe, characterId: string, options: FanoutOptions, log: (line: string) => void): Promise<FanoutResult> {
-  const conversation = await api<{ id: string }>(troupe, 'POST', '/conversations', { characterId }, 201);
+  const conversation = options.conversationId ? { id: options.conversationId } : await api<{ id: string }>(troupe, 'POST', '/conversations', { characterId }, 201);
+  const subscribeVia = options.subscribeVia ?? troupe;
   const inbox: Arrival[][] = Array.from({ length: options.subscribers }, () => []);
   const sockets: WebSocket[] = [];
   const problems: string[] = [];
@@ -105,7 +115,7 @@ export async function runFanout(troupe: Troupe, characterId: string, options: Fa
   let missing = 0;
   let cpu: CpuWindow = { children: {}, bench: 0, benchEventLoop: 0, other: null, machine: null };
   try {
-    for (let i = 0; i < options.subscribers; i++) sockets.push(await openSubscriber(wsUrl(troupe, conversation.id), options.timeoutMs, inbox, i));
+    for (let i = 0; i < options.subscribers; i++) sockets.push(await openSubscriber(wsUrl(subscribeVia, conversation.id), options.timeoutMs, inbox, i));
     let stopCpu: (() => CpuWindow) | null = null;
     const total = options.warmupMessages + options.messages;
     for (let m = 0; m < total; m++) {

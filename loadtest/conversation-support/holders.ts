@@ -1,27 +1,15 @@
 /**
  * The benchmark's side of socket-holder.ts: starts holder processes (with `ulimit -n` raised),
- * sends them commands and waits for the answers, and kills them when this process exits.
+ * sends them commands and waits for the answers. They are spawned through support/children.ts,
+ * which kills them when this process exits.
  */
-import { spawn, type ChildProcessWithoutNullStreams } from 'node:child_process';
 import { dirname, join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
+import { spawnTracked, tailKeeper } from '../support/children.ts';
 import { withFileLimit } from './proc.ts';
 
 const HERE = dirname(fileURLToPath(import.meta.url));
-const live = new Set<ChildProcessWithoutNullStreams>();
-let hookInstalled = false;
-
-export function killHolders(): void {
-  for (const child of live) {
-    try {
-      child.kill('SIGKILL');
-    } catch {
-      // Already gone.
-    }
-  }
-  live.clear();
-}
 
 export interface HolderStats {
   op: 'stats';
@@ -56,31 +44,16 @@ export interface Holder {
   stop(): Promise<void>;
 }
 
-const TAIL = 2048;
-
 export async function startHolder(name: string, fdLimit: number, localAddress: string, cwd: string): Promise<Holder> {
-  if (!hookInstalled) {
-    hookInstalled = true;
-    process.on('exit', killHolders);
-  }
   const { command, args } = withFileLimit(fdLimit, process.execPath, ['--expose-gc', join(HERE, 'socket-holder.ts')]);
-  const child = spawn(command, args, { cwd, stdio: ['pipe', 'pipe', 'pipe'] });
-  live.add(child);
-  let stderr = '';
+  const { child, exited } = spawnTracked({ command, args, cwd, env: process.env, stdin: 'pipe' });
+  const { remember, tail } = tailKeeper();
   child.stderr.setEncoding('utf8');
-  child.stderr.on('data', (text: string) => {
-    stderr = (stderr + text).slice(-TAIL);
-  });
-  const exited = new Promise<void>((resolve) => {
-    child.once('exit', () => {
-      live.delete(child);
-      resolve();
-    });
-  });
+  child.stderr.on('data', remember);
   let gone = false;
   void exited.then(() => {
     gone = true;
-    for (const waiter of waiters.splice(0)) waiter.reject(new Error(`${name} exited; stderr: ${stderr.slice(-500)}`));
+    for (const waiter of waiters.splice(0)) waiter.reject(new Error(`${name} exited; stderr: ${tail().slice(-500)}`));
   });
   const waiters: { op: string; resolve: (value: unknown) => void; reject: (err: Error) => void }[] = [];
   const lines = createInterface({ input: child.stdout });
@@ -110,7 +83,7 @@ export async function startHolder(name: string, fdLimit: number, localAddress: s
   const next = <T>(timeoutMs: number, what: string): Promise<T> =>
     new Promise<T>((resolve, reject) => {
       if (gone) {
-        reject(new Error(`${name} is not running; stderr: ${stderr.slice(-500)}`));
+        reject(new Error(`${name} is not running; stderr: ${tail().slice(-500)}`));
         return;
       }
       const timer = setTimeout(() => {

@@ -8,7 +8,7 @@
  */
 import { Agent, request as httpRequest } from 'node:http';
 import { performance } from 'node:perf_hooks';
-import { startCpuWindow, type CpuWindow, type WatchedProcess } from '../chat-support/cpu-meter.ts';
+import { startCpuWindow, type CpuWindow, type WatchedProcess } from '../support/cpu-meter.ts';
 import { monotonicUs } from '../support/load.ts';
 
 export interface HttpTarget {

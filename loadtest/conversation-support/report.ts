@@ -1,6 +1,6 @@
 /** Summaries and markdown tables of the conversations benchmark. */
-import type { CpuWindow } from '../chat-support/cpu-meter.ts';
-import { round3, roundSummary, splitHalfSpread, summarize, type Summary } from '../chat-support/stats.ts';
+import type { CpuWindow } from '../support/cpu-meter.ts';
+import { round3, roundSummary, splitHalfSpread, summarize, type Summary } from '../support/stats.ts';
 import type { FanoutResult } from './fanout.ts';
 import type { IdleResult } from './idle.ts';
 import type { RateRaw } from './open-loop.ts';
@@ -142,9 +142,16 @@ export function idleTable(rows: readonly { engine: string; result: IdleResult }[
   );
 }
 
+/** CPU % of every watched Troupe process together (one, or A and B across processes). */
+function troupeCpu(cpu: CpuWindow): number | null {
+  const shares = Object.entries(cpu.children).filter(([name]) => name.startsWith('troupe')).map(([, share]) => share);
+  if (shares.length === 0 || shares.some((share) => share === null)) return null;
+  return shares.reduce<number>((sum, share) => sum + (share ?? 0), 0);
+}
+
 export function fanoutTable(rows: readonly { engine: string; result: FanoutResult }[]): string {
   return table(
-    ['engine', 'subscribers', 'chunks (msgs × chunks)', 'spread p50', 'spread p99', 'latency p50', 'latency p99', 'first-sub. latency p50 / p99', 'last-sub. latency p50 / p99', 'POST message p50 / p99', 'missing', 'CPU % troupe / upstream / bench'],
+    ['engine', 'subscribers', 'chunks (msgs × chunks)', 'spread p50', 'spread p99', 'latency p50', 'latency p99', 'first-sub. latency p50 / p99', 'last-sub. latency p50 / p99', 'POST message p50 / p99', 'missing', 'CPU % troupe (all) / upstream / bench'],
     ['---', '---:', '---:', '---:', '---:', '---:', '---:', '---:', '---:', '---:', '---:', '---:'],
     rows.map(({ engine, result: r }) => [
       engine,
@@ -158,7 +165,7 @@ export function fanoutTable(rows: readonly { engine: string; result: FanoutResul
       `${ms(r.lastSubscriberLatencyMs.p50, 3)} / ${ms(r.lastSubscriberLatencyMs.p99, 3)}`,
       `${ms(r.httpMessageMs.p50, 1)} / ${ms(r.httpMessageMs.p99, 1)}`,
       `${r.missingDeliveries} of ${r.expectedDeliveries}`,
-      `${pct(r.cpu.children.troupe)} / ${pct(r.cpu.children.upstream)} / ${pct(r.cpu.bench)}`,
+      `${pct(troupeCpu(r.cpu))} / ${pct(r.cpu.children.upstream)} / ${pct(r.cpu.bench)}`,
     ]),
   );
 }

@@ -1,6 +1,6 @@
 /**
  * Starts Troupe for the conversations benchmark and talks to it over REST: one process per
- * engine and part, on 127.0.0.1, in-memory database, with `ulimit -n` raised for many sockets,
+ * engine and part, on 127.0.0.1, in-memory database (or a shared PostgreSQL and Redis), with `ulimit -n` raised for many sockets,
  * `--expose-gc` and the heap probe preloaded (see heap-probe.ts), optionally under --cpu-prof.
  */
 import { randomBytes } from 'node:crypto';
@@ -8,23 +8,16 @@ import { readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
-import { freePort, launchPolled } from '../chat-support/polled-child.ts';
+import { freePort, launchPolled } from '../support/polled-child.ts';
 import type { Launched } from '../support/children.ts';
 import { delay } from '../support/children.ts';
+import { troupeEnv } from '../support/troupe-env.ts';
 import { openFileLimit, processMemory, withFileLimit } from './proc.ts';
 import { BENCH_MODEL } from './wire.ts';
 
 const HERE = dirname(fileURLToPath(import.meta.url));
 export type Engine = 'node' | 'uws';
 
-/** Every variable Troupe's config reads: the child gets only the ones set here. */
-const TROUPE_VARS = [
-  'PORT', 'HOST', 'HTTP_ENGINE', 'DATABASE_URL', 'DATABASE_POOL_SIZE', 'REDIS_URL', 'TROUPE_DATA_DIR', 'TROUPE_BOOTSTRAP_KEY',
-  'TROUPE_ADMIN_TOKEN', 'LOG_LEVEL', 'MAX_JSON_BODY_BYTES', 'CORS_ORIGINS', 'SHUTDOWN_GRACE_MS', 'CACHE_MAX_ENTRIES',
-  'METRICS_PUBLIC', 'TROUPE_URL', 'INFERENCE_BASE_URL', 'INFERENCE_API_KEY', 'INFERENCE_MODEL', 'INFERENCE_CONNECT_TIMEOUT_MS',
-  'INFERENCE_FIRST_TOKEN_TIMEOUT_MS', 'INFERENCE_TOTAL_TIMEOUT_MS', 'INFERENCE_MAX_RETRIES', 'INFERENCE_MODELS_TTL_MS',
-  'WEBHOOK_TIMEOUT_MS', 'WEBHOOK_ALLOW_PRIVATE', 'CAPABILITY_RESULT_TIMEOUT_MS', 'CAPABILITY_MAX_ROUNDS', 'CONVERSATION_HISTORY_TOKENS',
-];
 
 export interface TroupeOptions {
   engine: Engine;
@@ -35,6 +28,14 @@ export interface TroupeOptions {
   cpuProfDir: string | null;
   root: string;
   readyTimeoutMs: number;
+  /** Shared PostgreSQL database (default: an in-memory one of its own). */
+  databaseUrl?: string;
+  /** Actor system over Redis (default: in-process). */
+  redisUrl?: string;
+  /** Bootstrap key: the same one lets processes on one database share it. */
+  key?: string;
+  /** Label in messages, e.g. `troupe-node-A` (default `troupe-<engine>`). */
+  name?: string;
 }
 
 export interface Troupe {
@@ -48,17 +49,20 @@ export interface Troupe {
   probeFile: string;
 }
 
+export function newBootstrapKey(): string {
+  return `sk-troupe-convbench${randomBytes(12).toString('base64url')}`;
+}
+
 export async function startTroupe(options: TroupeOptions): Promise<Troupe> {
-  const key = `sk-troupe-convbench${randomBytes(12).toString('base64url')}`;
+  const key = options.key ?? newBootstrapKey();
   const port = await freePort();
   const probeFile = join(tmpdir(), `troupe-conv-bench-heap-${process.pid}-${options.engine}-${randomBytes(4).toString('hex')}.json`);
-  const env: NodeJS.ProcessEnv = { ...process.env };
-  for (const name of TROUPE_VARS) delete env[name];
-  Object.assign(env, {
+  const env = troupeEnv({
     PORT: String(port),
     HOST: '127.0.0.1',
     HTTP_ENGINE: options.engine,
-    TROUPE_DATA_DIR: 'memory://',
+    ...(options.databaseUrl ? { DATABASE_URL: options.databaseUrl } : { TROUPE_DATA_DIR: 'memory://' }),
+    ...(options.redisUrl ? { REDIS_URL: options.redisUrl } : {}),
     TROUPE_BOOTSTRAP_KEY: key,
     LOG_LEVEL: options.logLevel,
     INFERENCE_BASE_URL: options.upstreamUrl,
@@ -70,7 +74,7 @@ export async function startTroupe(options: TroupeOptions): Promise<Troupe> {
   if (options.cpuProfDir) nodeArgs.push('--cpu-prof', `--cpu-prof-dir=${options.cpuProfDir}`);
   const { command, args } = withFileLimit(options.fdLimit, options.nodeBinary, [...nodeArgs, 'src/main.ts']);
   const child = await launchPolled({
-    name: `troupe-${options.engine}`,
+    name: options.name ?? `troupe-${options.engine}`,
     command,
     args,
     env,

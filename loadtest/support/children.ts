@@ -69,27 +69,57 @@ export function installCleanupHandlers(): void {
 
 const TAIL_CHARS = 4096;
 
-export function launch(options: LaunchOptions): Promise<Launched> {
+/** A spawned child with piped stdout/stderr, killed with the others when this process ends. */
+export interface Tracked {
+  child: ChildProcess & { stdin: NonNullable<ChildProcess['stdin']>; stdout: NonNullable<ChildProcess['stdout']>; stderr: NonNullable<ChildProcess['stderr']> };
+  /** Resolves when the child has exited. */
+  exited: Promise<ExitInfo>;
+  /** How it exited, or null while it runs. */
+  exitInfo(): ExitInfo | null;
+  /** SIGTERM, then SIGKILL after `graceMs`. Resolves once the process is gone. */
+  stop(graceMs?: number): Promise<ExitInfo>;
+}
+
+/** Spawns with stdout and stderr piped (stdin too with `stdin: 'pipe'`; `child.stdin` is only usable then). */
+export function spawnTracked(options: Pick<LaunchOptions, 'command' | 'args' | 'env' | 'cwd'> & { stdin?: 'pipe' | 'ignore' }): Tracked {
   installCleanupHandlers();
   const child = spawn(options.command, [...options.args], {
     cwd: options.cwd,
     env: options.env,
-    stdio: ['ignore', 'pipe', 'pipe'],
+    stdio: [options.stdin ?? 'ignore', 'pipe', 'pipe'],
   });
   live.add(child);
-
-  let tail = '';
-  const remember = (text: string) => {
-    tail = (tail + text).slice(-TAIL_CHARS);
-  };
-  let exitInfo: ExitInfo | null = null;
+  // A holder, not a `let`: it is set from the 'exit' callback.
+  const state: { exit: ExitInfo | null } = { exit: null };
   const exited = new Promise<ExitInfo>((resolve) => {
     child.once('exit', (code, signal) => {
       live.delete(child);
-      exitInfo = { code, signal };
-      resolve(exitInfo);
+      state.exit = { code, signal };
+      resolve(state.exit);
     });
   });
+  return {
+    child: child as Tracked['child'],
+    exited,
+    exitInfo: () => state.exit,
+    stop: (graceMs = 10_000) => stopChild(child, exited, () => state.exit, graceMs),
+  };
+}
+
+/** Keeps the last TAIL_CHARS of what it is given. */
+export function tailKeeper(): { remember: (text: string) => void; tail: () => string } {
+  let tail = '';
+  return {
+    remember: (text) => {
+      tail = (tail + text).slice(-TAIL_CHARS);
+    },
+    tail: () => tail,
+  };
+}
+
+export function launch(options: LaunchOptions): Promise<Launched> {
+  const { child, stop } = spawnTracked(options);
+  const { remember, tail: tailText } = tailKeeper();
 
   let ready = false;
   let pending = '';
@@ -99,7 +129,7 @@ export function launch(options: LaunchOptions): Promise<Launched> {
     const fail = (message: string) => {
       clearTimeout(timer);
       child.kill('SIGKILL');
-      reject(new Error(`${options.name}: ${message}\n--- last output ---\n${tail}`));
+      reject(new Error(`${options.name}: ${message}\n--- last output ---\n${tailText()}`));
     };
     const timer = setTimeout(
       () => fail(`no "${options.readyMsg}" line within ${options.readyTimeoutMs} ms`),
@@ -137,8 +167,8 @@ export function launch(options: LaunchOptions): Promise<Launched> {
           port: info.port,
           readyInfo: info.record,
           stdoutBytesSinceReady: () => bytesSinceReady,
-          tail: () => tail,
-          stop: (graceMs = 10_000) => stopChild(child, exited, () => exitInfo, graceMs),
+          tail: tailText,
+          stop,
         });
       }
     });

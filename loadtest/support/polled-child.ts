@@ -2,27 +2,11 @@
  * Starts Troupe when its stdout will not say where it listens: below LOG_LEVEL=info the
  * `troupe listening` line is not logged, so loadtest/support/children.ts cannot wait for it.
  * Here the port is chosen up front (a free ephemeral port on 127.0.0.1, handed over as PORT)
- * and readiness is polled on GET /healthz. stdout and stderr are drained like children.ts does,
- * and every child is SIGKILLed when this process exits, however it exits.
+ * and readiness is polled on GET /healthz. The child is spawned and tracked by children.ts (so
+ * it is killed with the others, however this process exits), and its output is drained.
  */
-import { spawn, type ChildProcess } from 'node:child_process';
 import { createServer, type AddressInfo } from 'node:net';
-import type { ExitInfo, Launched } from '../support/children.ts';
-import { delay } from '../support/children.ts';
-
-const live = new Set<ChildProcess>();
-let exitHookInstalled = false;
-
-export function killPolledChildren(): void {
-  for (const child of live) {
-    try {
-      child.kill('SIGKILL');
-    } catch {
-      // Already gone.
-    }
-  }
-  live.clear();
-}
+import { delay, spawnTracked, tailKeeper, type Launched } from './children.ts';
 
 /** A port nobody listens on right now (the usual small race with other processes applies). */
 export async function freePort(): Promise<number> {
@@ -46,30 +30,11 @@ export interface PolledLaunchOptions {
   readyTimeoutMs: number;
 }
 
-const TAIL_CHARS = 4096;
-
 export async function launchPolled(options: PolledLaunchOptions): Promise<Launched> {
-  if (!exitHookInstalled) {
-    exitHookInstalled = true;
-    process.on('exit', killPolledChildren);
-  }
-  const child = spawn(options.command, [...options.args], { cwd: options.cwd, env: options.env, stdio: ['ignore', 'pipe', 'pipe'] });
-  live.add(child);
-  let tail = '';
+  const { child, exitInfo, stop } = spawnTracked(options);
+  const { remember, tail } = tailKeeper();
   let bytes = 0;
-  // A holder, not a `let`: it is set from the 'exit' callback.
-  const state: { exit: ExitInfo | null } = { exit: null };
-  const exited = new Promise<ExitInfo>((resolve) => {
-    child.once('exit', (code, signal) => {
-      live.delete(child);
-      state.exit = { code, signal };
-      resolve(state.exit);
-    });
-  });
   child.once('error', () => {}); // reported through the readiness failure below
-  const remember = (text: string) => {
-    tail = (tail + text).slice(-TAIL_CHARS);
-  };
   child.stdout.setEncoding('utf8');
   child.stderr.setEncoding('utf8');
   child.stdout.on('data', (text: string) => {
@@ -82,7 +47,7 @@ export async function launchPolled(options: PolledLaunchOptions): Promise<Launch
   const deadline = Date.now() + options.readyTimeoutMs;
   let headers: Headers | null = null;
   while (headers === null) {
-    if (state.exit !== null) break;
+    if (exitInfo() !== null) break;
     if (Date.now() > deadline) break;
     try {
       const res = await fetch(url, { signal: AbortSignal.timeout(2_000) });
@@ -94,8 +59,8 @@ export async function launchPolled(options: PolledLaunchOptions): Promise<Launch
   }
   if (headers === null) {
     child.kill('SIGKILL');
-    const why = state.exit === null ? `no 200 from ${url} within ${options.readyTimeoutMs} ms` : 'exited before it answered';
-    throw new Error(`${options.name}: ${why}\n--- last output ---\n${tail}`);
+    const why = exitInfo() === null ? `no 200 from ${url} within ${options.readyTimeoutMs} ms` : 'exited before it answered';
+    throw new Error(`${options.name}: ${why}\n--- last output ---\n${tail()}`);
   }
   const readyBytes = bytes;
   // uWebSockets.js names itself in a response header; node:http does not.
@@ -106,16 +71,7 @@ export async function launchPolled(options: PolledLaunchOptions): Promise<Launch
     port: options.port,
     readyInfo: { engine, port: options.port, detectedBy: 'healthz' },
     stdoutBytesSinceReady: () => bytes - readyBytes,
-    tail: () => tail,
-    stop: async (graceMs = 10_000) => {
-      if (state.exit) return state.exit;
-      child.kill('SIGTERM');
-      const graceful = await Promise.race([exited, delay(graceMs).then(() => null)]);
-      if (graceful) return graceful;
-      child.kill('SIGKILL');
-      const killed = await Promise.race([exited, delay(5_000).then(() => null)]);
-      if (!killed) throw new Error(`process ${child.pid} did not exit even after SIGKILL`);
-      return killed;
-    },
+    tail,
+    stop,
   };
 }

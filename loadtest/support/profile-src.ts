@@ -3,7 +3,7 @@
  * self time, overall and restricted to the project's own code (src/). Percentages are of the
  * busy samples (everything but "(idle)"), because Troupe idles while the direct runs go on.
  */
-import { summarizeProfile, type FrameShare } from '../support/profile.ts';
+import { summarizeProfile, type FrameShare } from './profile.ts';
 
 export interface SrcProfile {
   file: string;

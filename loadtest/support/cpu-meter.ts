@@ -1,5 +1,5 @@
 import { performance } from 'node:perf_hooks';
-import { processCpuSeconds, systemBusySeconds } from '../support/cpu.ts';
+import { processCpuSeconds, systemBusySeconds } from './cpu.ts';
 
 /** CPU use over one measured window, in % of one core (200% = both cores of a 2-core machine). */
 export interface CpuWindow {

@@ -1,0 +1,47 @@
+/** Reading the benchmarks' BENCH_* settings from the environment, with the same errors everywhere. */
+
+/** The trimmed value, or undefined when unset or blank. */
+export function envText(name: string): string | undefined {
+  return process.env[name]?.trim() || undefined;
+}
+
+/** A number >= `min` (an integer unless `integer` is false), or `fallback` when unset. */
+export function envNumber(name: string, fallback: number, min: number, integer = true): number {
+  const raw = envText(name);
+  if (raw === undefined) return fallback;
+  const value = Number(raw);
+  if (!Number.isFinite(value) || value < min || (integer && !Number.isInteger(value))) {
+    throw new Error(`${name} must be ${integer ? 'an integer' : 'a number'} >= ${min}, got '${raw}'`);
+  }
+  return value;
+}
+
+/** 1, true or yes. */
+export function envFlag(name: string): boolean {
+  return ['1', 'true', 'yes'].includes(envText(name) ?? '');
+}
+
+/** A comma-separated subset of `known` (all of them when unset), in `known`'s order. */
+export function envList<T extends string>(name: string, known: readonly T[]): T[] {
+  const wanted = (envText(name) ?? known.join(',')).split(',').map((s) => s.trim()).filter(Boolean);
+  const unknown = wanted.filter((w) => !(known as readonly string[]).includes(w));
+  if (unknown.length > 0) throw new Error(`${name}: unknown ${unknown.join(', ')}; known: ${known.join(', ')}`);
+  return known.filter((k) => wanted.includes(k));
+}
+
+/** Comma-separated positive numbers, deduplicated and ascending. */
+export function envRates(name: string, fallback: string): number[] {
+  const raw = envText(name) ?? fallback;
+  const rates = raw.split(',').map((s) => Number(s.trim()));
+  if (rates.some((r) => !Number.isFinite(r) || r <= 0)) throw new Error(`${name} must be positive numbers, got '${raw}'`);
+  return [...new Set(rates)].sort((a, b) => a - b);
+}
+
+export const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'];
+
+/** A pino level for Troupe's LOG_LEVEL. */
+export function envLogLevel(name: string, fallback: string): string {
+  const value = envText(name) ?? fallback;
+  if (!LOG_LEVELS.includes(value)) throw new Error(`${name} must be one of ${LOG_LEVELS.join(', ')}`);
+  return value;
+}
