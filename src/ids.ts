@@ -9,6 +9,7 @@ export const ID_PREFIX = {
   conversation: 'conv_',
   message: 'msg_',
   document: 'doc_',
+  chunk: 'chunk_',
   room: 'room_',
   participant: 'participant_',
 } as const;

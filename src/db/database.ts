@@ -2,6 +2,7 @@ import { mkdir } from 'node:fs/promises';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { PGlite } from '@electric-sql/pglite';
+import { vector } from '@electric-sql/pglite-pgvector';
 import { sql, type ExtractTablesWithRelations } from 'drizzle-orm';
 import type { PgDatabase, PgQueryResultHKT, PgTransaction } from 'drizzle-orm/pg-core';
 import { drizzle as drizzlePglite } from 'drizzle-orm/pglite';
@@ -55,7 +56,8 @@ async function openPglite(dataDir: string): Promise<Database> {
     location = path.resolve(dataDir, 'pglite');
     await mkdir(location, { recursive: true });
   }
-  const client = await PGlite.create(location);
+  // pgvector ships with PGlite's extension bundle, so embedded installs always have vector search.
+  const client = await PGlite.create(location, { extensions: { vector } });
   const db = drizzlePglite({ client, schema }) as unknown as Db;
   await migratePglite(drizzlePglite({ client, schema }), { migrationsFolder: MIGRATIONS_FOLDER });
   return {
