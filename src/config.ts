@@ -84,8 +84,25 @@ const ConfigSchema = z
     CAPABILITY_MAX_ROUNDS: z.coerce.number().int().min(1).max(16).default(4),
     /** Approximate tokens of conversation history sent with each reply (about 4 characters a token). */
     CONVERSATION_HISTORY_TOKENS: z.coerce.number().int().min(100).max(1_000_000).default(6_000),
+    /** OpenAI-compatible server for document embeddings; defaults to INFERENCE_BASE_URL. */
+    EMBEDDINGS_BASE_URL: z.url().optional(),
+    /** Key sent to the embeddings server; defaults to INFERENCE_API_KEY when the URL defaults too. */
+    EMBEDDINGS_API_KEY: z.string().min(1).optional(),
+    /** Embedding model; unset means documents are searched by full text only. */
+    EMBEDDINGS_MODEL: z.string().min(1).optional(),
+    /** Sent as `dimensions` (models that can shorten their vectors); also sizes the HNSW index. */
+    EMBEDDINGS_DIMENSIONS: z.coerce.number().int().min(1).max(16_000).optional(),
+    /** Texts sent in one embeddings request. */
+    EMBEDDINGS_BATCH_SIZE: z.coerce.number().int().min(1).max(2048).default(64),
   })
   .superRefine((env, ctx) => {
+    if (env.EMBEDDINGS_MODEL && !env.EMBEDDINGS_BASE_URL && !env.INFERENCE_BASE_URL) {
+      ctx.addIssue({
+        code: 'custom',
+        path: ['EMBEDDINGS_BASE_URL'],
+        message: 'is not set but EMBEDDINGS_MODEL is; set it (or INFERENCE_BASE_URL) to the OpenAI-compatible server that serves /embeddings',
+      });
+    }
     if (env.INFERENCE_MODEL && !env.INFERENCE_BASE_URL) {
       ctx.addIssue({
         code: 'custom',
@@ -126,6 +143,15 @@ export interface Config {
   inference: InferenceConfig;
   capabilities: CapabilityConfig;
   conversationHistoryTokens: number;
+  embeddings: EmbeddingsConfig;
+}
+
+export interface EmbeddingsConfig {
+  baseUrl: string | undefined;
+  apiKey: string | undefined;
+  model: string | undefined;
+  dimensions: number | undefined;
+  batchSize: number;
 }
 
 export interface CapabilityConfig {
@@ -202,6 +228,14 @@ export function loadConfig(env: EnvInput): Config {
       maxRounds: e.CAPABILITY_MAX_ROUNDS,
     },
     conversationHistoryTokens: e.CONVERSATION_HISTORY_TOKENS,
+    embeddings: {
+      baseUrl: e.EMBEDDINGS_BASE_URL ?? e.INFERENCE_BASE_URL,
+      // The inference key goes only to the inference server, never to another embeddings host.
+      apiKey: e.EMBEDDINGS_API_KEY ?? (e.EMBEDDINGS_BASE_URL ? undefined : e.INFERENCE_API_KEY),
+      model: e.EMBEDDINGS_MODEL,
+      dimensions: e.EMBEDDINGS_DIMENSIONS,
+      batchSize: e.EMBEDDINGS_BATCH_SIZE,
+    },
   };
 }
 

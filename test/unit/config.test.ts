@@ -54,7 +54,22 @@ describe('loadConfig', () => {
     expect(loadConfig({ PORT: '', DATABASE_URL: '  ' })).toMatchObject({ port: 8080, databaseUrl: undefined });
   });
 
+  it('sends embeddings to the inference server unless told otherwise, and its key only there', () => {
+    const inference = { INFERENCE_BASE_URL: 'http://llm:8000/v1', INFERENCE_API_KEY: 'inference-key' };
+    expect(loadConfig({ ...inference, EMBEDDINGS_MODEL: 'embed-small' }).embeddings).toEqual({
+      baseUrl: 'http://llm:8000/v1',
+      apiKey: 'inference-key',
+      model: 'embed-small',
+      dimensions: undefined,
+      batchSize: 64,
+    });
+    const elsewhere = loadConfig({ ...inference, EMBEDDINGS_BASE_URL: 'http://embed:9000/v1', EMBEDDINGS_DIMENSIONS: '256', EMBEDDINGS_BATCH_SIZE: '8' });
+    expect(elsewhere.embeddings).toMatchObject({ baseUrl: 'http://embed:9000/v1', apiKey: undefined, model: undefined, dimensions: 256, batchSize: 8 });
+  });
+
   it.each([
+    ['EMBEDDINGS_BASE_URL', { EMBEDDINGS_MODEL: 'embed-small' }],
+    ['EMBEDDINGS_DIMENSIONS', { EMBEDDINGS_DIMENSIONS: '0' }],
     ['PORT', { PORT: '70000' }],
     ['PORT', { PORT: 'http' }],
     ['HTTP_ENGINE', { HTTP_ENGINE: 'fastify' }],

@@ -1,0 +1,59 @@
+import { pino } from 'pino';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { EmbeddingsConfig } from '../../src/config.ts';
+import { TroupeError } from '../../src/errors.ts';
+import { Embedder } from '../../src/retrieval/embeddings.ts';
+import { startFakeUpstream, type FakeUpstream } from '../support/openai/fake-upstream.ts';
+import { embedding } from '../support/openai/wire.ts';
+
+const KEY = 'embeddings-test-key';
+const logger = pino({ level: 'silent' });
+let upstream: FakeUpstream;
+
+function config(overrides: Partial<EmbeddingsConfig> = {}): EmbeddingsConfig {
+  return { baseUrl: upstream.url, apiKey: KEY, model: 'fake-embed-1', dimensions: undefined, batchSize: 64, ...overrides };
+}
+
+beforeAll(async () => {
+  upstream = await startFakeUpstream({ requireApiKey: KEY, embeddingDimensions: 12 });
+});
+afterAll(async () => {
+  await upstream.close();
+});
+
+describe('Embedder', () => {
+  it('is not configured without a model or a server, and says what to set', async () => {
+    for (const embedder of [new Embedder(config({ model: undefined }), logger), new Embedder(config({ baseUrl: undefined }), logger)]) {
+      expect(embedder.configured).toBe(false);
+      await expect(embedder.embed(['x'])).rejects.toThrow(TroupeError);
+      await expect(embedder.embed(['x'])).rejects.toThrow(/EMBEDDINGS_MODEL/);
+    }
+  });
+
+  it('embeds in batches of EMBEDDINGS_BATCH_SIZE and keeps the texts order', async () => {
+    const before = upstream.requests.length;
+    const embedder = new Embedder(config({ batchSize: 2 }), logger);
+    expect(embedder).toMatchObject({ configured: true, model: 'fake-embed-1', dimensions: undefined });
+    const texts = ['one', 'two', 'three', 'four', 'five'];
+    const vectors = await embedder.embed(texts);
+    expect(vectors).toEqual(texts.map((t) => embedding(t, 12)));
+    const sent = upstream.requests.slice(before);
+    expect(sent.map((r) => [r.path, (r.body as { input: string[] }).input])).toEqual([
+      ['/v1/embeddings', ['one', 'two']],
+      ['/v1/embeddings', ['three', 'four']],
+      ['/v1/embeddings', ['five']],
+    ]);
+    expect(sent.every((r) => r.headers.authorization === `Bearer ${KEY}` && !('dimensions' in (r.body as object)))).toBe(true);
+  });
+
+  it('asks for EMBEDDINGS_DIMENSIONS when set', async () => {
+    const before = upstream.requests.length;
+    const vectors = await new Embedder(config({ dimensions: 5 }), logger).embed(['a harbour']);
+    expect(vectors).toEqual([embedding('a harbour', 5)]);
+    expect(upstream.requests[before]?.body).toMatchObject({ dimensions: 5, encoding_format: 'float' });
+  });
+
+  it('stops when the signal aborts', async () => {
+    await expect(new Embedder(config(), logger).embed(['x'], AbortSignal.abort())).rejects.toThrow(/abort/i);
+  });
+});
