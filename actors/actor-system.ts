@@ -107,6 +107,11 @@ export class ActorSystem {
     return matchMaker.remoteRoomCall(roomId, method, args, timeoutMs) as Promise<T>;
   }
 
+  /** True when the room runs somewhere (this process or another). */
+  async exists(roomId: string): Promise<boolean> {
+    return Boolean(await matchMaker.getRoomById(roomId));
+  }
+
   /** True when the room runs in this process. */
   isLocal(roomId: string): boolean {
     return matchMaker.getLocalRoomById(roomId) !== undefined;

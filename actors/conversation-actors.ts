@@ -92,6 +92,8 @@ export class ConversationActors {
 
   /** A live client's answer to a client_function_call; false when nothing waits for it. */
   async capabilityResult(conversationId: string, callId: string, result: unknown): Promise<boolean> {
+    // No actor, no waiting call (and no remote call left to time out).
+    if (!(await this.#deps.system.exists(conversationId))) return false;
     try {
       return await this.#deps.system.call<boolean>(conversationId, 'capabilityResult', [callId, result], QUICK_CALL_MS);
     } catch {
