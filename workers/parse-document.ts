@@ -1,0 +1,61 @@
+// Piscina task: bytes of an upload (type already sniffed) -> text sections, or a reason a user can
+// act on. Runs in a worker thread with memory and time caps set by workers/parser-pool.ts.
+import { htmlToSections } from '../src/documents/html-sections.ts';
+import { markdownToSections } from '../src/documents/markdown-sections.ts';
+import { parseDocx } from '../src/documents/parsers/docx.ts';
+import { parseImage } from '../src/documents/parsers/image.ts';
+import { toParseResult } from '../src/documents/parsers/parsed.ts';
+import { parsePdf } from '../src/documents/parsers/pdf.ts';
+import { SectionBuilder } from '../src/documents/section-builder.ts';
+import type { DocumentMimeType, ParseLimits, ParseResult } from '../src/documents/types.ts';
+
+export interface ParseTask {
+  bytes: Uint8Array;
+  mimeType: DocumentMimeType;
+  limits: ParseLimits;
+}
+
+const NO_TEXT = 'The file has no text to read. Check that it is the right file.';
+
+function decode(bytes: Uint8Array): string | null {
+  try {
+    return new TextDecoder('utf-8', { fatal: true, ignoreBOM: false }).decode(bytes);
+  } catch {
+    return null;
+  }
+}
+
+function plainText(text: string, maxChars: number): ParseResult {
+  const out = new SectionBuilder({ maxChars });
+  for (const paragraph of text.replace(/\r\n?/g, '\n').split(/\n\s*\n/)) {
+    out.text(paragraph);
+    out.paragraph();
+  }
+  return toParseResult({ sections: out.finish() }, NO_TEXT);
+}
+
+function textFormat(task: ParseTask): ParseResult {
+  const text = decode(task.bytes);
+  if (text === null) return { ok: false, error: 'The file is not valid UTF-8 text. Save it as UTF-8 and upload it again.' };
+  const max = task.limits.maxTextChars;
+  if (task.mimeType === 'text/html') return toParseResult({ sections: htmlToSections(text, max) }, NO_TEXT);
+  if (task.mimeType === 'text/markdown') return toParseResult({ sections: markdownToSections(text, max) }, NO_TEXT);
+  return plainText(text, max);
+}
+
+export default async function parseDocument(task: ParseTask): Promise<ParseResult> {
+  switch (task.mimeType) {
+    case 'application/pdf':
+      return parsePdf(task.bytes, task.limits);
+    case 'application/vnd.openxmlformats-officedocument.wordprocessingml.document':
+      return parseDocx(task.bytes, task.limits);
+    case 'image/png':
+    case 'image/jpeg':
+    case 'image/webp':
+      return parseImage(task.bytes, task.mimeType, task.limits);
+    case 'text/plain':
+    case 'text/markdown':
+    case 'text/html':
+      return textFormat(task);
+  }
+}
