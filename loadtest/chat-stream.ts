@@ -68,6 +68,7 @@ import { addedTable, headline, LEGEND, LEGS_LEGEND, legsTable, noiseNotes, phase
 import { installCleanupHandlers, killAllChildren, launch, type Launched } from './support/children.ts';
 import { sampleBackgroundPercent } from './support/cpu.ts';
 import { envFlag, envList, envLogLevel, envNumber, envRates, envText } from './support/env.ts';
+import { launchUpstream } from './support/fake-upstream.ts';
 import { newestProfile } from './support/profile.ts';
 import { troupeEnv } from './support/troupe-env.ts';
 import { resolveUwsNode } from './support/uws-node.ts';
@@ -365,20 +366,16 @@ async function main(): Promise<void> {
   const uwsNote = 'reason' in uws ? uws.reason : `${uws.path} (from ${uws.source})`;
   if (wantsUws) log(uws.path !== null ? `uWS-capable node: ${uwsNote}` : `no uWS-capable node, uws skipped: ${uwsNote}`);
 
-  const upstream = await launch({
-    name: 'upstream',
-    command: process.execPath,
-    args: [join(HERE, 'chat-support', 'upstream-server.ts')],
+  const upstream = await launchUpstream({
+    loadtestDir: HERE,
+    script: 'chat-support/upstream-server.ts',
     env: {
-      ...process.env,
-      BENCH_UPSTREAM_PORT: '0',
       BENCH_TOKENS: String(cfg.tokens),
       BENCH_CHUNK_DELAY_MS: String(cfg.chunkDelayMs),
       BENCH_FIRST_CHUNK_DELAY_MS: String(cfg.firstChunkDelayMs),
     },
-    cwd: ROOT,
     readyMsg: UPSTREAM_READY_MSG,
-    readyTimeoutMs: 30_000,
+    cwd: ROOT,
   });
   log(`benchmark upstream on 127.0.0.1:${upstream.port}: ${cfg.tokens} chunks, ${cfg.chunkDelayMs} ms apart`);
 

@@ -70,8 +70,9 @@ import { canRaiseHardLimits, ephemeralPortCount, hardFileLimit, maxFileLimit, op
 import { compareRate, fanoutJson, fanoutTable, gcInWindow, idleTable, performTable, rateJson, type RateResult } from './conversation-support/report.ts';
 import { createCharacter, probeTroupe, sampleMemory, startTroupe, stopTroupe, type Engine, type MemorySample, type Troupe } from './conversation-support/troupe.ts';
 import { DONE_FRAME, expectedPerformBody, LAST_BODY_PATH, UPSTREAM_READY_MSG } from './conversation-support/wire.ts';
-import { installCleanupHandlers, killAllChildren, launch, type Launched } from './support/children.ts';
+import { installCleanupHandlers, killAllChildren, type Launched } from './support/children.ts';
 import { envFlag, envList, envLogLevel, envNumber, envRates, envText } from './support/env.ts';
+import { launchUpstream } from './support/fake-upstream.ts';
 import { newestProfile } from './support/profile.ts';
 import { resolveUwsNode } from './support/uws-node.ts';
 
@@ -495,21 +496,17 @@ async function main(): Promise<void> {
   const uwsNote = 'reason' in uws ? uws.reason : `${uws.path} (from ${uws.source})`;
   if (wantsUws) log(uws.path !== null ? `uWS-capable node: ${uwsNote}` : `no uWS-capable node, uws skipped: ${uwsNote}`);
 
-  const upstream = await launch({
-    name: 'upstream',
-    command: process.execPath,
-    args: [join(HERE, 'conversation-support', 'upstream.ts')],
+  const upstream = await launchUpstream({
+    loadtestDir: HERE,
+    script: 'conversation-support/upstream.ts',
     env: {
-      ...process.env,
-      BENCH_UPSTREAM_PORT: '0',
       BENCH_REPLY_TOKENS: String(cfg.performTokens),
       BENCH_REPLY_GAP_MS: String(cfg.performGapMs),
       BENCH_STAMP_TOKENS: String(cfg.fanoutChunks),
       BENCH_STAMP_GAP_MS: String(cfg.fanoutGapMs),
     },
-    cwd: ROOT,
     readyMsg: UPSTREAM_READY_MSG,
-    readyTimeoutMs: 30_000,
+    cwd: ROOT,
   });
   log(`upstream on 127.0.0.1:${upstream.port}`);
 

@@ -1,7 +1,7 @@
 /**
  * Open-loop load generator for streamed chat completions: requests start on a fixed schedule
- * (request i at t0 + i / rate) whatever happened to the earlier ones, so a slow server meets
- * a growing backlog instead of a politely waiting client (no coordinated omission).
+ * (support/open-loop.ts) whatever happened to the earlier ones, so a slow server meets a
+ * growing backlog instead of a politely waiting client (no coordinated omission).
  *
  * The client is node:http with a keep-alive Agent: no dependency, the least CPU per request of
  * the clients at hand (this process shares two cores with the upstream and Troupe; fetch adds
@@ -19,6 +19,7 @@
 import { Agent, request as httpRequest, type IncomingMessage } from 'node:http';
 import { performance } from 'node:perf_hooks';
 import { monotonicUs } from '../support/load.ts';
+import { errorKind, planSchedule, runSchedule } from '../support/open-loop.ts';
 import { startCpuWindow, type CpuWindow, type WatchedProcess } from '../support/cpu-meter.ts';
 import { monotonicMs, parseSse, requestTag } from './reply.ts';
 
@@ -124,13 +125,9 @@ export async function runPhase(targets: readonly StreamTarget[], options: PhaseO
     lastMeasuredEnd: 0,
   }));
   const n = lanes.length;
-  const interval = 1000 / (options.rate * n);
-  const warmupCount = Math.round(options.rate * options.warmupSec) * n;
-  const count = warmupCount + Math.round(options.rate * options.durationSec) * n;
+  const schedule = planSchedule({ rate: options.rate, targets: n, warmupSec: options.warmupSec, durationSec: options.durationSec, leadMs: 5 });
+  const { warmupCount, count, windowStart, windowEnd } = schedule;
   for (const lane of lanes) lane.raw.scheduled = (count - warmupCount) / n;
-  const t0 = performance.now() + 5;
-  const windowStart = t0 + warmupCount * interval;
-  const windowEnd = windowStart + options.durationSec * 1000;
   const meter: { stop: (() => CpuWindow) | null; monotonicStart: number } = { stop: null, monotonicStart: 0 };
   let pending = 0;
   let allSettled: (() => void) | null = null;
@@ -245,25 +242,13 @@ export async function runPhase(targets: readonly StreamTarget[], options: PhaseO
 
   let cpu: CpuWindow = { children: {}, bench: 0, benchEventLoop: 0, other: null, machine: null };
   try {
-    await new Promise<void>((resolve) => {
-      let next = 0;
-      const tick = (): void => {
-        const now = performance.now();
-        while (next < count) {
-          const scheduled = t0 + next * interval;
-          if (scheduled > now) break;
-          if (next === warmupCount) {
-            meter.stop = startCpuWindow(options.watch);
-            meter.monotonicStart = monotonicUs();
-          }
-          const lane = lanes[next % n];
-          if (lane) fire(lane, next, scheduled);
-          next++;
-        }
-        if (next < count) setTimeout(tick, Math.max(0, t0 + next * interval - performance.now()));
-        else resolve();
-      };
-      setTimeout(tick, Math.max(0, t0 - performance.now()));
+    await runSchedule(schedule, (index, target, scheduled) => {
+      if (index === warmupCount) {
+        meter.stop = startCpuWindow(options.watch);
+        meter.monotonicStart = monotonicUs();
+      }
+      const lane = lanes[target];
+      if (lane) fire(lane, index, scheduled);
     });
     // The CPU window covers the measured schedule, the part where the offered load is steady.
     if (meter.stop) cpu = meter.stop();
@@ -313,11 +298,6 @@ function emptyRaw(target: string, rate: number): PhaseRaw {
     monotonicUs: { start: 0, end: 0 },
     wallMs: 0,
   };
-}
-
-function errorKind(err: Error): string {
-  const code = (err as NodeJS.ErrnoException).code;
-  return code ? code.toLowerCase() : 'error';
 }
 
 /** One request with the full body parsed: the pre-flight check of a target. */

@@ -13,22 +13,14 @@
  * for prompt processing). Prints `{"msg":"chat bench upstream listening","port":N}` on stdout.
  */
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
-import type { AddressInfo } from 'node:net';
+import { intEnv, listenAndAnnounce, modelsBody, notFound, readBody, sendError, sendJson, SSE_HEADERS } from '../support/fake-upstream.ts';
 import { BENCH_MODEL, completionBody, monotonicMs, sseFrames, TAG_PREFIX, TIMINGS_PATH, UPSTREAM_READY_MSG, type UpstreamTiming } from './reply.ts';
 
-const port = Number(process.env.BENCH_UPSTREAM_PORT ?? 0);
+const port = intEnv('BENCH_UPSTREAM_PORT', 0);
 const tokens = intEnv('BENCH_TOKENS', 40);
 const chunkDelayMs = intEnv('BENCH_CHUNK_DELAY_MS', 5);
 const firstChunkDelayMs = intEnv('BENCH_FIRST_CHUNK_DELAY_MS', 0);
 const PROMPT_TOKENS = 64;
-
-function intEnv(name: string, fallback: number): number {
-  const raw = process.env[name]?.trim();
-  if (!raw) return fallback;
-  const value = Number(raw);
-  if (!Number.isInteger(value) || value < 0) throw new Error(`${name} must be an integer >= 0, got '${raw}'`);
-  return value;
-}
 
 /** Timings of tagged requests, until the load generator collects them (bounded, in case it never does). */
 const timings = new Map<string, UpstreamTiming>();
@@ -45,20 +37,7 @@ function framesFor(model: string, includeUsage: boolean): Buffer[] {
   return frames;
 }
 
-const MODELS_BODY = JSON.stringify({
-  object: 'list',
-  data: [{ id: BENCH_MODEL, object: 'model', created: 1_700_000_000, owned_by: 'troupe-bench' }],
-});
-const SSE_HEADERS = { 'content-type': 'text/event-stream; charset=utf-8', 'cache-control': 'no-cache', connection: 'keep-alive' };
-
-function sendJson(res: ServerResponse, status: number, text: string): void {
-  res.writeHead(status, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(text) });
-  res.end(text);
-}
-
-function sendError(res: ServerResponse, status: number, message: string): void {
-  sendJson(res, status, JSON.stringify({ error: { message, type: 'invalid_request_error', param: null, code: null } }));
-}
+const MODELS_BODY = modelsBody(BENCH_MODEL, 'troupe-bench');
 
 const server = createServer((req, res) => {
   const path = (req.url ?? '/').split('?')[0];
@@ -69,21 +48,15 @@ const server = createServer((req, res) => {
     timings.clear();
     return sendJson(res, 200, body);
   }
-  req.resume();
-  sendError(res, 404, `Invalid URL (${req.method} ${path})`);
+  notFound(req, res, path ?? '/');
 });
-// Longer than any client pool's idle time, so clients never race a keep-alive close.
-server.keepAliveTimeout = 65_000;
-server.headersTimeout = 66_000;
 
 function chat(req: IncomingMessage, res: ServerResponse): void {
-  const parts: Buffer[] = [];
-  req.on('data', (part: Buffer) => parts.push(part));
-  req.on('end', () => {
+  readBody(req, (raw) => {
     const arrived = monotonicMs();
     let body: { model?: unknown; user?: unknown; stream?: unknown; stream_options?: { include_usage?: unknown } };
     try {
-      body = JSON.parse(Buffer.concat(parts).toString('utf8')) as typeof body;
+      body = JSON.parse(raw.toString('utf8')) as typeof body;
     } catch {
       return sendError(res, 400, 'We could not parse the JSON body of your request.');
     }
@@ -146,13 +119,4 @@ function stream(res: ServerResponse, frames: Buffer[], timing: UpstreamTiming | 
   }
 }
 
-server.listen(port, '127.0.0.1', () => {
-  const stop = () => {
-    server.closeAllConnections();
-    server.close(() => process.exit(0));
-  };
-  process.on('SIGTERM', stop);
-  process.on('SIGINT', stop);
-  const { port: bound } = server.address() as AddressInfo;
-  process.stdout.write(`${JSON.stringify({ msg: UPSTREAM_READY_MSG, port: bound, tokens, chunkDelayMs, firstChunkDelayMs })}\n`);
-});
+listenAndAnnounce(server, port, UPSTREAM_READY_MSG, { tokens, chunkDelayMs, firstChunkDelayMs });

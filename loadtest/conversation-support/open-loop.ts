@@ -1,8 +1,6 @@
 /**
- * Part (c): an open-loop HTTP load generator for whole-response latency. Request i starts at
- * t0 + i / (rate * targets) whatever happened to earlier ones (no coordinated omission), and
- * the requests alternate between the targets, so each target gets `rate` req/s and all targets
- * live through the same moments of this shared machine. One node:http keep-alive Agent per
+ * Part (c): an open-loop HTTP load generator for whole-response latency, on the schedule of
+ * support/open-loop.ts (fixed start instants, requests alternating between the targets). One node:http keep-alive Agent per
  * target; latency runs from handing the request to node:http to the response's last byte.
  * Every response is checked (status and body) by the target's own check.
  */
@@ -10,6 +8,7 @@ import { Agent, request as httpRequest } from 'node:http';
 import { performance } from 'node:perf_hooks';
 import { startCpuWindow, type CpuWindow, type WatchedProcess } from '../support/cpu-meter.ts';
 import { monotonicUs } from '../support/load.ts';
+import { errorKind, planSchedule, runSchedule } from '../support/open-loop.ts';
 
 export interface HttpTarget {
   label: string;
@@ -81,12 +80,8 @@ export async function runRate(targets: readonly HttpTarget[], options: RateOptio
     inFlight: 0,
     doneInWindow: 0,
   }));
-  const interval = 1000 / (options.rate * n);
-  const warmupCount = Math.round(options.rate * options.warmupSec) * n;
-  const count = warmupCount + Math.round(options.rate * options.durationSec) * n;
-  const t0 = performance.now() + 10;
-  const windowStart = t0 + warmupCount * interval;
-  const windowEnd = windowStart + options.durationSec * 1000;
+  const schedule = planSchedule({ rate: options.rate, targets: n, warmupSec: options.warmupSec, durationSec: options.durationSec, leadMs: 10 });
+  const { warmupCount, windowStart, windowEnd } = schedule;
   let pending = 0;
   let onIdle: (() => void) | null = null;
   let stopCpu: (() => CpuWindow) | null = null;
@@ -153,25 +148,13 @@ export async function runRate(targets: readonly HttpTarget[], options: RateOptio
   };
 
   try {
-    await new Promise<void>((resolve) => {
-      let next = 0;
-      const tick = (): void => {
-        const now = performance.now();
-        while (next < count) {
-          const scheduled = t0 + next * interval;
-          if (scheduled > now) break;
-          if (next === warmupCount) {
-            stopCpu = startCpuWindow(options.watch);
-            monoStart = monotonicUs();
-          }
-          const lane = lanes[next % n];
-          if (lane) fire(lane, next, scheduled);
-          next++;
-        }
-        if (next < count) setTimeout(tick, Math.max(0, t0 + next * interval - performance.now()));
-        else resolve();
-      };
-      setTimeout(tick, Math.max(0, t0 - performance.now()));
+    await runSchedule(schedule, (index, target, scheduled) => {
+      if (index === warmupCount) {
+        stopCpu = startCpuWindow(options.watch);
+        monoStart = monotonicUs();
+      }
+      const lane = lanes[target];
+      if (lane) fire(lane, index, scheduled);
     });
     const cpu = (stopCpu as (() => CpuWindow) | null)?.() ?? null;
     const monoEnd = monotonicUs();
@@ -190,11 +173,6 @@ export async function runRate(targets: readonly HttpTarget[], options: RateOptio
     for (const lane of lanes) lane.agent.destroy();
   }
   return lanes.map((lane) => lane.raw);
-}
-
-function errorKind(err: Error): string {
-  const code = (err as NodeJS.ErrnoException).code;
-  return code ? code.toLowerCase() : 'error';
 }
 
 /** One request with the body returned, for the pre-flight checks. */

@@ -11,7 +11,7 @@
  * Prints `{"msg":"conversations bench upstream listening","port":N}` on stdout once it listens.
  */
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
-import type { AddressInfo } from 'node:net';
+import { intEnv, listenAndAnnounce, modelsBody, notFound, readBody, sendError, sendJson, SSE_HEADERS } from '../support/fake-upstream.ts';
 import { monotonicMicros } from './proc.ts';
 import {
   BENCH_MODEL,
@@ -25,22 +25,13 @@ import {
   UPSTREAM_READY_MSG,
 } from './wire.ts';
 
-function intEnv(name: string, fallback: number): number {
-  const raw = process.env[name]?.trim();
-  if (!raw) return fallback;
-  const value = Number(raw);
-  if (!Number.isInteger(value) || value < 0) throw new Error(`${name} must be an integer >= 0, got '${raw}'`);
-  return value;
-}
-
 const port = intEnv('BENCH_UPSTREAM_PORT', 0);
 const replyTokens = intEnv('BENCH_REPLY_TOKENS', 40);
 const replyGapMs = intEnv('BENCH_REPLY_GAP_MS', 0);
 const stampTokens = Math.max(1, intEnv('BENCH_STAMP_TOKENS', 40));
 const stampGapMs = intEnv('BENCH_STAMP_GAP_MS', 5);
 
-const SSE_HEADERS = { 'content-type': 'text/event-stream; charset=utf-8', 'cache-control': 'no-cache', connection: 'keep-alive' };
-const MODELS_BODY = JSON.stringify({ object: 'list', data: [{ id: BENCH_MODEL, object: 'model', created: 1_700_000_000, owned_by: 'conv-bench' }] });
+const MODELS_BODY = modelsBody(BENCH_MODEL, 'conv-bench');
 
 /** Fixed-reply frames per model, built once. */
 const framesByModel = new Map<string, Buffer[]>();
@@ -55,15 +46,6 @@ function framesFor(model: string): Buffer[] {
 
 let lastFixedBody: string | null = null;
 let stampedStreams = 0;
-
-function sendJson(res: ServerResponse, status: number, text: string): void {
-  res.writeHead(status, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(text) });
-  res.end(text);
-}
-
-function sendError(res: ServerResponse, status: number, message: string): void {
-  sendJson(res, status, JSON.stringify({ error: { message, type: 'invalid_request_error', param: null, code: null } }));
-}
 
 /** Content of the last user message, as text. */
 function lastUserText(messages: unknown): string {
@@ -91,17 +73,12 @@ const server = createServer((req, res) => {
     return sendJson(res, 200, body);
   }
   if (req.method === 'GET' && path === '/bench/stats') return sendJson(res, 200, JSON.stringify({ stampedStreams }));
-  req.resume();
-  sendError(res, 404, `Invalid URL (${req.method} ${path})`);
+  notFound(req, res, path ?? '/');
 });
-server.keepAliveTimeout = 65_000;
-server.headersTimeout = 66_000;
 
 function chat(req: IncomingMessage, res: ServerResponse): void {
-  const parts: Buffer[] = [];
-  req.on('data', (part: Buffer) => parts.push(part));
-  req.on('end', () => {
-    const raw = Buffer.concat(parts).toString('utf8');
+  readBody(req, (bytes) => {
+    const raw = bytes.toString('utf8');
     let body: { model?: unknown; messages?: unknown; stream?: unknown };
     try {
       body = JSON.parse(raw) as typeof body;
@@ -182,13 +159,4 @@ function streamStamped(res: ServerResponse, model: string): void {
   );
 }
 
-server.listen(port, '127.0.0.1', () => {
-  const stop = () => {
-    server.closeAllConnections();
-    server.close(() => process.exit(0));
-  };
-  process.on('SIGTERM', stop);
-  process.on('SIGINT', stop);
-  const { port: bound } = server.address() as AddressInfo;
-  process.stdout.write(`${JSON.stringify({ msg: UPSTREAM_READY_MSG, port: bound, replyTokens, replyGapMs, stampTokens, stampGapMs })}\n`);
-});
+listenAndAnnounce(server, port, UPSTREAM_READY_MSG, { replyTokens, replyGapMs, stampTokens, stampGapMs });

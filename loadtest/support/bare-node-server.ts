@@ -4,11 +4,11 @@
  * `{"msg":"bare listening","engine":"node","port":N}`.
  */
 import { createServer } from 'node:http';
-import type { AddressInfo } from 'node:net';
+import { intEnv, listenAndAnnounce } from './fake-upstream.ts';
 import { BARE_READY_MSG, JSON_CONTENT_TYPE, SAMPLE_CHARACTER_BODY } from './sample-body.ts';
 
 const body = Buffer.from(process.env.BENCH_BODY || SAMPLE_CHARACTER_BODY);
-const port = Number(process.env.BENCH_PORT ?? 0);
+const port = intEnv('BENCH_PORT', 0);
 const headers = { 'content-type': JSON_CONTENT_TYPE, 'content-length': String(body.byteLength) };
 
 const server = createServer((req, res) => {
@@ -19,16 +19,5 @@ const server = createServer((req, res) => {
   res.writeHead(200, headers);
   res.end(body);
 });
-// Same keep-alive setting as Troupe's node engine.
-server.keepAliveTimeout = 65_000;
-
-server.listen(port, '127.0.0.1', () => {
-  const stop = () => {
-    server.closeAllConnections();
-    server.close(() => process.exit(0));
-  };
-  process.on('SIGTERM', stop);
-  process.on('SIGINT', stop);
-  const address = server.address() as AddressInfo;
-  process.stdout.write(`${JSON.stringify({ msg: BARE_READY_MSG, engine: 'node', port: address.port })}\n`);
-});
+// Same keep-alive setting as Troupe's node engine (65 s).
+listenAndAnnounce(server, port, BARE_READY_MSG, { engine: 'node' });
