@@ -1,0 +1,233 @@
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { Writable } from 'node:stream';
+import { fileURLToPath } from 'node:url';
+import { PGlite } from '@electric-sql/pglite';
+import { sql } from 'drizzle-orm';
+import { drizzle } from 'drizzle-orm/pglite';
+import { migrate } from 'drizzle-orm/pglite/migrator';
+import { pino, type Logger } from 'pino';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { openDatabase, type Database, type Db } from '../../src/db/database.ts';
+import * as schema from '../../src/db/schema.ts';
+import { characters, documents, projects } from '../../src/db/schema.ts';
+import type { Chunk } from '../../src/documents/chunker.ts';
+import { newId } from '../../src/ids.ts';
+import { openDocumentIndex, type DocumentIndex } from '../../src/retrieval/document-index.ts';
+import { PGVECTOR_MISSING_WARNING, rowsOf } from '../../src/retrieval/pgvector-setup.ts';
+import { createTempDatabase } from '../support/databases.ts';
+import { BACKENDS, type Backend } from '../support/env.ts';
+
+const MIGRATIONS = path.join(path.dirname(fileURLToPath(import.meta.url)), '../../src/db/migrations');
+const DIMS = 3;
+
+/** A logger whose lines the test can read. */
+function recordingLogger(): { logger: Logger; lines: Record<string, unknown>[] } {
+  const lines: Record<string, unknown>[] = [];
+  const sink = new Writable({
+    write(chunk: Buffer, _encoding, done) {
+      lines.push(JSON.parse(chunk.toString()) as Record<string, unknown>);
+      done();
+    },
+  });
+  return { logger: pino({ level: 'info' }, sink), lines };
+}
+
+function chunk(ordinal: number, content: string): Chunk {
+  return { ordinal, content, tokenCount: Math.ceil(content.length / 4), page: ordinal + 1, headingPath: ['Harbour'], startOffset: ordinal * 100, endOffset: ordinal * 100 + content.length };
+}
+
+interface Owner {
+  projectId: string;
+  characterId: string;
+}
+
+async function newOwner(db: Db): Promise<Owner> {
+  const projectId = newId('project');
+  const characterId = newId('character');
+  await db.insert(projects).values({ id: projectId, name: 'p' });
+  await db.insert(characters).values({ id: characterId, projectId, name: 'Rook' });
+  return { projectId, characterId };
+}
+
+async function newDocument(db: Db, owner: Owner, status = 'ready'): Promise<{ id: string } & Owner> {
+  const id = newId('document');
+  await db.insert(documents).values({ id, ...owner, name: 'notes.txt', mimeType: 'text/plain', fileSize: 1, content: new Uint8Array([1]), status });
+  return { id, ...owner };
+}
+
+async function chunkCount(db: Db, documentId: string): Promise<number> {
+  const rows = rowsOf<{ n: number }>(await db.execute(sql`select count(*)::int as n from document_chunks where document_id = ${documentId}`));
+  return rows[0]?.n ?? -1;
+}
+
+const HARBOUR = chunk(0, 'The harbour master hates pirates and keeps a cannon by the pier.');
+const TIDES = chunk(1, 'Tides rise at dawn; fishing boats leave before the bell.');
+const TAVERN = chunk(2, 'The tavern serves fish stew to sailors every evening.');
+const VECTORS = [
+  [1, 0, 0],
+  [0, 1, 0],
+  [0, 0, 1],
+];
+
+async function openOn(backend: Backend): Promise<{ database: Database; dispose: () => Promise<void> }> {
+  if (backend.kind === 'pglite') {
+    const database = await openDatabase({ databaseUrl: undefined, dataDir: 'memory://', poolSize: 1 });
+    return { database, dispose: () => database.close() };
+  }
+  const temp = await createTempDatabase(backend.url);
+  const database = await openDatabase({ databaseUrl: temp.url, dataDir: 'memory://', poolSize: 4 });
+  return {
+    database,
+    async dispose() {
+      await database.close();
+      await temp.drop();
+    },
+  };
+}
+
+describe.each(BACKENDS)('the document index on $kind', (backend) => {
+  let opened: Awaited<ReturnType<typeof openOn>>;
+  let db: Db;
+  let index: DocumentIndex;
+
+  beforeAll(async () => {
+    opened = await openOn(backend);
+    db = opened.database.db;
+    index = await openDocumentIndex({ db, logger: pino({ level: 'silent' }), dimensions: DIMS, embeddings: true });
+  });
+  afterAll(async () => {
+    await opened.dispose();
+  });
+
+  it('has vector search, with an HNSW index for the configured dimension', async () => {
+    expect(index.vectors).toBe(true);
+    const indexes = rowsOf<{ indexdef: string }>(await db.execute(sql`select indexdef from pg_indexes where indexname = ${`document_chunks_embedding_${DIMS}_idx`}`));
+    expect(indexes[0]?.indexdef).toMatch(/USING hnsw .*vector_cosine_ops.*WHERE \(embedding_dims = 3\)/);
+    // Opening again (another process, a restart) finds the index in place.
+    await openDocumentIndex({ db, logger: pino({ level: 'silent' }), dimensions: DIMS, embeddings: true });
+  });
+
+  it('finds the right chunk by words and by vector, with its document, page and headings', async () => {
+    const owner = await newOwner(db);
+    const doc = await newDocument(db, owner);
+    await db.transaction((tx) => index.replaceChunks(tx, doc, [HARBOUR, TIDES, TAVERN], VECTORS));
+
+    const byWords = await index.search({ ...owner, text: 'When do the tides rise?', embedding: null, limit: 3 });
+    expect(byWords[0]).toMatchObject({ documentId: doc.id, content: TIDES.content, page: 2, headingPath: ['Harbour'] });
+    expect(byWords[0]?.chunkId).toMatch(/^chunk_/);
+
+    const byVector = await index.search({ ...owner, text: 'zzz', embedding: [0.9, 0.1, 0.05], limit: 2 });
+    expect(byVector.map((r) => r.content)).toEqual([HARBOUR.content, TIDES.content]);
+
+    // Both lists agree on the tavern: fusion puts it first, above chunks only one list found.
+    const fused = await index.search({ ...owner, text: 'fish stew', embedding: [0.1, 0.2, 0.95], limit: 3 });
+    expect(fused[0]?.content).toBe(TAVERN.content);
+    expect(fused.map((r) => r.score)).toEqual([...fused.map((r) => r.score)].sort((a, b) => b - a));
+  });
+
+  it("searches only the character's ready documents", async () => {
+    const owner = await newOwner(db);
+    const other = await newOwner(db);
+    const ready = await newDocument(db, owner);
+    const processing = await newDocument(db, owner, 'processing');
+    const failed = await newDocument(db, owner, 'failed');
+    const foreign = await newDocument(db, other);
+    for (const doc of [ready, processing, failed, foreign]) {
+      await db.transaction((tx) => index.replaceChunks(tx, doc, [HARBOUR], [[1, 0, 0]]));
+    }
+    const found = await index.search({ ...owner, text: 'pirates', embedding: [1, 0, 0], limit: 10 });
+    expect(found.map((r) => r.documentId)).toEqual([ready.id]);
+    expect(await index.search({ projectId: other.projectId, characterId: owner.characterId, text: 'pirates', embedding: [1, 0, 0], limit: 10 })).toEqual([]);
+  });
+
+  it('stops finding a document the moment removeDocument commits', async () => {
+    const owner = await newOwner(db);
+    const doc = await newDocument(db, owner);
+    await db.transaction((tx) => index.replaceChunks(tx, doc, [HARBOUR, TIDES], VECTORS.slice(0, 2)));
+    expect(await index.search({ ...owner, text: 'pirates', embedding: null, limit: 5 })).toHaveLength(1);
+    await db.transaction((tx) => index.removeDocument(tx, doc.id));
+    expect(await index.search({ ...owner, text: 'pirates tides', embedding: [1, 0, 0], limit: 5 })).toEqual([]);
+    expect(await chunkCount(db, doc.id)).toBe(0);
+  });
+
+  it('replaces chunks instead of adding to them, and a rolled back replace changes nothing', async () => {
+    const owner = await newOwner(db);
+    const doc = await newDocument(db, owner);
+    await db.transaction((tx) => index.replaceChunks(tx, doc, [HARBOUR, TIDES, TAVERN], VECTORS));
+    await db.transaction((tx) => index.replaceChunks(tx, doc, [HARBOUR, TIDES, TAVERN], VECTORS));
+    expect(await chunkCount(db, doc.id)).toBe(3);
+    expect(await index.search({ ...owner, text: 'harbour', embedding: [1, 0, 0], limit: 10 })).toHaveLength(3);
+
+    await expect(
+      db.transaction(async (tx) => {
+        await index.replaceChunks(tx, doc, [TIDES], null);
+        throw new Error('worker lost its lease');
+      }),
+    ).rejects.toThrow('worker lost its lease');
+    expect(await chunkCount(db, doc.id)).toBe(3);
+
+    await db.transaction((tx) => index.replaceChunks(tx, doc, [TIDES], null));
+    expect((await index.search({ ...owner, text: 'harbour tides', embedding: [1, 0, 0], limit: 10 })).map((r) => r.content)).toEqual([TIDES.content]);
+  });
+
+  it('searches by full text only without an embeddings backend', async () => {
+    const textOnly = await openDocumentIndex({ db, logger: pino({ level: 'silent' }), dimensions: undefined, embeddings: false });
+    expect(textOnly.vectors).toBe(false);
+    const owner = await newOwner(db);
+    const doc = await newDocument(db, owner);
+    await db.transaction((tx) => textOnly.replaceChunks(tx, doc, [HARBOUR, TIDES], null));
+    expect((await textOnly.search({ ...owner, text: 'pirates', embedding: null, limit: 5 })).map((r) => r.content)).toEqual([HARBOUR.content]);
+    expect(await textOnly.search({ ...owner, text: '?!', embedding: null, limit: 5 })).toEqual([]);
+  });
+});
+
+describe('the document index on a PostgreSQL without pgvector (PGlite without the extension)', () => {
+  let dir: string;
+  beforeAll(async () => {
+    dir = await mkdtemp(path.join(tmpdir(), 'troupe-novector-'));
+  });
+  afterAll(async () => {
+    await rm(dir, { recursive: true, force: true });
+  });
+
+  it('migrates without the embedding column, searches by full text and says how to install pgvector', async () => {
+    // Where openDatabase keeps PGlite's files for TROUPE_DATA_DIR=dir, so the next test reopens them.
+    const client = await PGlite.create(path.join(dir, 'pglite'));
+    try {
+      const db = drizzle({ client, schema }) as unknown as Db;
+      await migrate(drizzle({ client, schema }), { migrationsFolder: MIGRATIONS });
+      const { logger, lines } = recordingLogger();
+      const index = await openDocumentIndex({ db, logger, dimensions: DIMS, embeddings: true });
+      expect(index.vectors).toBe(false);
+      expect(lines).toContainEqual(expect.objectContaining({ level: 40, msg: PGVECTOR_MISSING_WARNING }));
+      expect(PGVECTOR_MISSING_WARNING).toMatch(/install pgvector/);
+
+      const owner = await newOwner(db);
+      const doc = await newDocument(db, owner);
+      await db.transaction((tx) => index.replaceChunks(tx, doc, [HARBOUR, TIDES], VECTORS.slice(0, 2)));
+      const found = await index.search({ ...owner, text: 'tides', embedding: [0, 1, 0], limit: 5 });
+      expect(found.map((r) => r.content)).toEqual([TIDES.content]);
+    } finally {
+      await client.close();
+    }
+  });
+
+  it('adds vector search at startup once pgvector is there', async () => {
+    const database = await openDatabase({ databaseUrl: undefined, dataDir: dir, poolSize: 1 });
+    try {
+      const { logger, lines } = recordingLogger();
+      const index = await openDocumentIndex({ db: database.db, logger, dimensions: DIMS, embeddings: true });
+      expect(index.vectors).toBe(true);
+      expect(lines.some((line) => line.level === 40)).toBe(false);
+      const owner = await newOwner(database.db);
+      const doc = await newDocument(database.db, owner);
+      await database.db.transaction((tx) => index.replaceChunks(tx, doc, [HARBOUR, TIDES], VECTORS.slice(0, 2)));
+      const found = await index.search({ ...owner, text: 'zzz', embedding: [0, 1, 0], limit: 1 });
+      expect(found.map((r) => r.content)).toEqual([TIDES.content]);
+    } finally {
+      await database.close();
+    }
+  });
+});
