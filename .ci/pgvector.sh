@@ -51,17 +51,11 @@ work="$(mktemp -d "${TMPDIR:-/tmp}/troupe-pgvector.XXXXXX")"
 trap 'rm -rf "$work"' EXIT
 
 # A private apt configuration for the trixie sources only: the system's sources,
-# lists and caches stay untouched (same approach as .ci/uws-node.sh).
-mkdir -p "$work/apt/lists/partial" "$work/apt/cache/archives/partial" "$work/src"
-printf 'deb-src http://deb.debian.org/debian trixie main\n' > "$work/apt/sources.list"
-apt_opts=(
-  -q
-  -o "Dir::Etc::SourceList=$work/apt/sources.list"
-  -o "Dir::Etc::SourceParts=/dev/null"
-  -o "Dir::State::Lists=$work/apt/lists"
-  -o "Dir::Cache=$work/apt/cache"
-  -o "APT::Sandbox::User=root"
-)
+# lists and caches stay untouched.
+# shellcheck source=.ci/private-apt.sh
+source "$(dirname "${BASH_SOURCE[0]}")/private-apt.sh"
+private_apt_config "$work/apt" 'deb-src http://deb.debian.org/debian trixie main'
+mkdir -p "$work/src"
 log "apt-get update (private trixie deb-src list)"
 apt-get "${apt_opts[@]}" update >&2 || die "apt-get update for trixie sources failed (is deb.debian.org reachable?)"
 log "apt-get source pgvector"

@@ -88,23 +88,10 @@ work="$(mktemp -d "${TMPDIR:-/tmp}/troupe-uws-node.XXXXXX")"
 trap 'rm -rf "$work"' EXIT
 
 # --- 2. Download trixie's libc6 with a private apt configuration -----------------
-# The system's sources, lists and caches are never touched: the source list, the
-# index lists and the package cache all live under $work. The system's
-# apt.conf.d still applies (proxy and date-check settings). The mktemp dir is
-# root-only, so apt's unprivileged '_apt' download user couldn't write there;
-# Sandbox::User=root avoids the "download is performed unsandboxed" warning.
-# Signatures are checked against the system keyring, which on Debian 12 already
-# holds the trixie archive keys (debian-archive-keyring).
-mkdir -p "$work/apt/lists/partial" "$work/apt/cache/archives/partial" "$work/deb"
-printf 'deb http://deb.debian.org/debian trixie main\n' > "$work/apt/sources.list"
-apt_opts=(
-  -q
-  -o "Dir::Etc::SourceList=$work/apt/sources.list"
-  -o "Dir::Etc::SourceParts=/dev/null"
-  -o "Dir::State::Lists=$work/apt/lists"
-  -o "Dir::Cache=$work/apt/cache"
-  -o "APT::Sandbox::User=root"
-)
+# shellcheck source=.ci/private-apt.sh
+source "$(dirname "${BASH_SOURCE[0]}")/private-apt.sh"
+private_apt_config "$work/apt" 'deb http://deb.debian.org/debian trixie main'
+mkdir -p "$work/deb"
 log "apt-get update (private trixie source list)"
 apt-get "${apt_opts[@]}" update >&2 \
   || die "apt-get update for the trixie source list failed (is deb.debian.org reachable?)"
