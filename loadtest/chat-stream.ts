@@ -51,13 +51,10 @@
  *   BENCH_CPU_PROF           1: run Troupe with --cpu-prof and print its top frames (slows it down)
  *   UWS_NODE                 Node binary that can load uWebSockets.js; else `bash .ci/uws-node.sh`
  */
-import { execFile } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { mkdir, writeFile } from 'node:fs/promises';
-import { cpus } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { promisify } from 'node:util';
 import { compare, DEFAULT_MAX_TTFC_P99_MS, rateJson, summarizePhase, type PhaseSummary, type RateResult } from './chat-support/analysis.ts';
 import { waitForQuiet } from './support/cpu-meter.ts';
 import { probe, runPhase, type PhaseOptions, type StreamTarget } from './chat-support/open-loop.ts';
@@ -65,15 +62,14 @@ import { freePort, launchPolled } from './support/polled-child.ts';
 import { formatSrcProfile, summarizeSrcProfile, type SrcProfile } from './support/profile-src.ts';
 import { BENCH_MODEL, expectedEvents, parseSse, replyText, TIMINGS_PATH, UPSTREAM_READY_MSG, type UpstreamTiming } from './chat-support/reply.ts';
 import { addedTable, headline, LEGEND, LEGS_LEGEND, legsTable, noiseNotes, phaseTable } from './chat-support/report.ts';
-import { installCleanupHandlers, killAllChildren, launch, type Launched } from './support/children.ts';
+import { killAllChildren, launch, type Launched } from './support/children.ts';
 import { sampleBackgroundPercent } from './support/cpu.ts';
 import { envFlag, envList, envLogLevel, envNumber, envRates, envText } from './support/env.ts';
 import { launchUpstream } from './support/fake-upstream.ts';
 import { newestProfile } from './support/profile.ts';
 import { troupeEnv } from './support/troupe-env.ts';
-import { resolveUwsNode } from './support/uws-node.ts';
+import { gitState, machine, startRun, uwsEngineNode } from './support/run.ts';
 
-const execFileAsync = promisify(execFile);
 const HERE = dirname(fileURLToPath(import.meta.url));
 const ROOT = resolve(HERE, '..');
 const RESULTS_DIR = join(HERE, 'results');
@@ -334,37 +330,16 @@ async function benchEngine(cfg: BenchConfig, engine: Engine, nodeBinary: string,
   return run;
 }
 
-/** Which Troupe was measured: HEAD and the files of src/ that differ from it (others edit it too). */
-async function gitState(): Promise<{ head: string; dirtySrc: string[] }> {
-  const git = (args: string[]) => execFileAsync('git', args, { cwd: ROOT, timeout: 10_000 }).then((r) => r.stdout, () => '');
-  const head = (await git(['rev-parse', '--short', 'HEAD'])).trim() || 'unknown';
-  const status = await git(['status', '--porcelain', '--', 'src']);
-  return { head, dirtySrc: status.split('\n').map((l) => l.slice(3).trim()).filter(Boolean) };
-}
-
 async function main(): Promise<void> {
-  const started = Date.now();
   const cfg = readConfig();
-  const major = Number(process.versions.node.split('.')[0]);
-  if (major < 24) throw new Error(`run with Node >= 24 (npm run bench:chat), not ${process.version}`);
-  installCleanupHandlers();
-  const stamp = new Date().toISOString().replace(/[:.]/g, '-');
 
   // Every step is bounded on its own; this is the last resort for the whole run.
   const perPhaseMs = (cfg.warmupSec + cfg.durationSec + cfg.quietWaitSec + 1) * 1000 + cfg.requestTimeoutMs + 5_000;
   const budgetMs = UWS_SCRIPT_TIMEOUT_MS + 60_000 + cfg.engines.length * (READY_TIMEOUT_MS + 60_000 + cfg.rates.length * 2 * perPhaseMs);
-  const deadline = setTimeout(() => {
-    process.stderr.write(`\n[bench:chat] overall time budget of ${Math.round(budgetMs / 1000)} s exceeded: killing children\n`);
-    killAllChildren();
-    process.exit(2);
-  }, budgetMs);
-  deadline.unref();
+  const { started, stamp, disarm } = startRun('bench:chat', budgetMs);
 
-  const git = await gitState();
-  const wantsUws = cfg.engines.includes('uws');
-  const uws = wantsUws ? await resolveUwsNode(ROOT, UWS_SCRIPT_TIMEOUT_MS) : { path: null, reason: 'not requested' };
-  const uwsNote = 'reason' in uws ? uws.reason : `${uws.path} (from ${uws.source})`;
-  if (wantsUws) log(uws.path !== null ? `uWS-capable node: ${uwsNote}` : `no uWS-capable node, uws skipped: ${uwsNote}`);
+  const git = await gitState(ROOT);
+  const { path: uwsPath, note: uwsNote } = await uwsEngineNode(ROOT, cfg.engines.includes('uws'), log);
 
   const upstream = await launchUpstream({
     loadtestDir: HERE,
@@ -385,7 +360,7 @@ async function main(): Promise<void> {
   try {
     backgroundPercent = await sampleBackgroundPercent(1_000);
     for (const engine of cfg.engines) {
-      const nodeBinary = engine === 'uws' ? uws.path : process.execPath;
+      const nodeBinary = engine === 'uws' ? uwsPath : process.execPath;
       if (!nodeBinary) {
         skipped.push({ engine, reason: uwsNote });
         continue;
@@ -395,15 +370,12 @@ async function main(): Promise<void> {
   } finally {
     await upstream.stop(5_000);
   }
-  clearTimeout(deadline);
+  disarm();
 
   const results = runs.flatMap((r) => r.results);
   const elapsedSec = (Date.now() - started) / 1000;
-  const cpuList = cpus();
   const context = {
-    node: process.version,
-    cpus: cpuList.length,
-    cpuModel: cpuList[0]?.model ?? 'unknown',
+    ...machine(),
     client: 'node:http with a keep-alive Agent (lifo), open loop',
     backgroundCpuPercent: backgroundPercent,
     uwsNode: uwsNote,

@@ -54,12 +54,10 @@
  *   BENCH_MAX_RUN_SEC          hard limit for the whole run [3600]
  *   UWS_NODE                   Node binary that can load uWebSockets.js; else `bash .ci/uws-node.sh`
  */
-import { execFile } from 'node:child_process';
 import { mkdir, writeFile } from 'node:fs/promises';
-import { cpus, totalmem } from 'node:os';
+import { totalmem } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { promisify } from 'node:util';
 import { waitForQuiet, type WatchedProcess } from './support/cpu-meter.ts';
 import { formatSrcProfile, summarizeSrcProfile, type SrcProfile } from './support/profile-src.ts';
 import { runCrossProcessFanout, type CrossResult } from './conversation-support/cross-process.ts';
@@ -70,13 +68,12 @@ import { canRaiseHardLimits, ephemeralPortCount, hardFileLimit, maxFileLimit, op
 import { compareRate, fanoutJson, fanoutTable, gcInWindow, idleTable, performTable, rateJson, type RateResult } from './conversation-support/report.ts';
 import { createCharacter, probeTroupe, sampleMemory, startTroupe, stopTroupe, type Engine, type MemorySample, type Troupe } from './conversation-support/troupe.ts';
 import { DONE_FRAME, expectedPerformBody, LAST_BODY_PATH, UPSTREAM_READY_MSG } from './conversation-support/wire.ts';
-import { installCleanupHandlers, killAllChildren, type Launched } from './support/children.ts';
+import { killAllChildren, type Launched } from './support/children.ts';
 import { envFlag, envList, envLogLevel, envNumber, envRates, envText } from './support/env.ts';
 import { launchUpstream } from './support/fake-upstream.ts';
 import { newestProfile } from './support/profile.ts';
-import { resolveUwsNode } from './support/uws-node.ts';
+import { gitState, machine, startRun, uwsEngineNode } from './support/run.ts';
 
-const execFileAsync = promisify(execFile);
 const HERE = dirname(fileURLToPath(import.meta.url));
 const ROOT = resolve(HERE, '..');
 const RESULTS_DIR = join(HERE, 'results');
@@ -84,7 +81,6 @@ const ENGINES = ['node', 'uws'] as const;
 const PARTS = ['sockets', 'fanout', 'fanout-redis', 'perform'] as const;
 type Part = (typeof PARTS)[number];
 const READY_TIMEOUT_MS = 90_000;
-const UWS_SCRIPT_TIMEOUT_MS = 10 * 60_000;
 /** Ephemeral ports left for everything else (the bench's own HTTP clients, other programs). */
 const PORT_RESERVE = 2_000;
 /** File descriptors asked for Troupe beyond the sockets. */
@@ -461,26 +457,9 @@ async function benchEngine(cfg: Config, engine: Engine, nodeBinary: string, upst
   return run;
 }
 
-async function gitState(): Promise<{ head: string; dirtySrc: string[] }> {
-  const git = (args: string[]) => execFileAsync('git', args, { cwd: ROOT, timeout: 10_000 }).then((r) => r.stdout, () => '');
-  const head = (await git(['rev-parse', '--short', 'HEAD'])).trim() || 'unknown';
-  const status = await git(['status', '--porcelain', '--', 'src']);
-  return { head, dirtySrc: status.split('\n').map((l) => l.slice(3).trim()).filter(Boolean) };
-}
-
 async function main(): Promise<void> {
-  const started = Date.now();
   const cfg = readConfig();
-  if (Number(process.versions.node.split('.')[0]) < 24) throw new Error(`run with Node >= 24 (npm run bench:conversations), not ${process.version}`);
-  installCleanupHandlers();
-  process.on('exit', killAllChildren);
-  const deadline = setTimeout(() => {
-    process.stderr.write(`\n[bench:conversations] BENCH_MAX_RUN_SEC (${cfg.maxRunSec} s) exceeded: killing children\n`);
-    killAllChildren();
-    process.exit(2);
-  }, cfg.maxRunSec * 1000);
-  deadline.unref();
-  const stamp = new Date().toISOString().replace(/[:.]/g, '-');
+  const { started, stamp, disarm } = startRun('bench:conversations', cfg.maxRunSec * 1000);
 
   let waitBudget = cfg.waitOthersSec;
   const waitOthers = async () => {
@@ -490,11 +469,8 @@ async function main(): Promise<void> {
     return waited;
   };
 
-  const git = await gitState();
-  const wantsUws = cfg.engines.includes('uws');
-  const uws = wantsUws ? await resolveUwsNode(ROOT, UWS_SCRIPT_TIMEOUT_MS) : { path: null, reason: 'not requested' };
-  const uwsNote = 'reason' in uws ? uws.reason : `${uws.path} (from ${uws.source})`;
-  if (wantsUws) log(uws.path !== null ? `uWS-capable node: ${uwsNote}` : `no uWS-capable node, uws skipped: ${uwsNote}`);
+  const git = await gitState(ROOT);
+  const { path: uwsPath, note: uwsNote } = await uwsEngineNode(ROOT, cfg.engines.includes('uws'), log);
 
   const upstream = await launchUpstream({
     loadtestDir: HERE,
@@ -514,7 +490,7 @@ async function main(): Promise<void> {
   const skipped: { engine: Engine; reason: string }[] = [];
   try {
     for (const engine of cfg.engines) {
-      const nodeBinary = engine === 'uws' ? uws.path : process.execPath;
+      const nodeBinary = engine === 'uws' ? uwsPath : process.execPath;
       if (!nodeBinary) {
         skipped.push({ engine, reason: uwsNote });
         continue;
@@ -525,14 +501,11 @@ async function main(): Promise<void> {
   } finally {
     await upstream.stop(5_000);
   }
-  clearTimeout(deadline);
+  disarm();
 
   const elapsedSec = (Date.now() - started) / 1000;
-  const cpuList = cpus();
   const context = {
-    node: process.version,
-    cpus: cpuList.length,
-    cpuModel: cpuList[0]?.model ?? 'unknown',
+    ...machine(),
     totalMemMiB: Math.round(totalmem() / 2 ** 20),
     uwsNode: uwsNote,
     benchFdLimit: openFileLimit('self'),

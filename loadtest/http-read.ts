@@ -18,17 +18,16 @@
  */
 import { randomBytes } from 'node:crypto';
 import { mkdir, writeFile } from 'node:fs/promises';
-import { cpus } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { installCleanupHandlers, killAllChildren, launch, type Launched } from './support/children.ts';
+import { killAllChildren, launch, type Launched } from './support/children.ts';
 import { sampleBackgroundPercent, startCpuMeter } from './support/cpu.ts';
 import { runLoad, type LoadStats } from './support/load.ts';
 import { formatProfile, newestProfile, PROFILE_FOOTNOTE, summarizeProfile, type ProfileSummary } from './support/profile.ts';
 import { cpuNotes, markdownTable, ratioNotes, type Skipped, type TargetResult } from './support/report.ts';
 import { BARE_READY_MSG } from './support/sample-body.ts';
 import { troupeEnv } from './support/troupe-env.ts';
-import { resolveUwsNode } from './support/uws-node.ts';
+import { machine, startRun, uwsEngineNode } from './support/run.ts';
 
 const HERE = dirname(fileURLToPath(import.meta.url));
 const ROOT = resolve(HERE, '..');
@@ -196,32 +195,18 @@ function benchBare(state: RunState, engine: 'node' | 'uws', nodeBinary: string):
 }
 
 async function main(): Promise<void> {
-  const started = Date.now();
   const cfg = readConfig();
-  const major = Number(process.versions.node.split('.')[0]);
-  if (major < 24) throw new Error(`run with Node >= 24 (npm run bench:http), not ${process.version}`);
-  installCleanupHandlers();
-  const stamp = new Date().toISOString().replace(/[:.]/g, '-');
-  const state: RunState = { cfg, stamp, results: [], skipped: [], profiles: [], characterBody: null };
-
   // Everything below is bounded: startup, each run, each stop; this is the last resort.
   const budgetMs = UWS_SCRIPT_TIMEOUT_MS + cfg.targets.length * ((cfg.warmupSec + cfg.durationSec) * 1000 + 200_000);
-  const deadline = setTimeout(() => {
-    process.stderr.write(`\n[bench] overall time budget of ${Math.round(budgetMs / 1000)} s exceeded: killing children\n`);
-    killAllChildren();
-    process.exit(2);
-  }, budgetMs);
-  deadline.unref();
+  const { started, stamp, disarm } = startRun('bench:http', budgetMs);
+  const state: RunState = { cfg, stamp, results: [], skipped: [], profiles: [], characterBody: null };
 
-  const wantsUws = cfg.targets.some((t) => t.endsWith('-uws'));
-  const uws = wantsUws ? await resolveUwsNode(ROOT, UWS_SCRIPT_TIMEOUT_MS) : { path: null, reason: 'not requested' };
-  const uwsNote = 'reason' in uws ? uws.reason : `${uws.path} (from ${uws.source})`;
-  if (wantsUws) log(uws.path !== null ? `uWS-capable node: ${uwsNote}` : `no uWS-capable node: ${uwsNote}`);
+  const { path: uwsPath, note: uwsNote } = await uwsEngineNode(ROOT, cfg.targets.some((t) => t.endsWith('-uws')), log);
 
   const backgroundPercent = await sampleBackgroundPercent(2_000);
   for (const id of cfg.targets) {
     const [kind, engine] = id.split('-') as ['troupe' | 'bare', 'node' | 'uws'];
-    const nodeBinary = engine === 'uws' ? uws.path : process.execPath;
+    const nodeBinary = engine === 'uws' ? uwsPath : process.execPath;
     if (!nodeBinary) {
       state.skipped.push({ id, reason: `skipped (no uWS-capable node): ${uwsNote}` });
       continue;
@@ -229,14 +214,11 @@ async function main(): Promise<void> {
     if (kind === 'troupe') await benchTroupe(state, engine, nodeBinary);
     else await benchBare(state, engine, nodeBinary);
   }
-  clearTimeout(deadline);
+  disarm();
 
   const elapsedSec = (Date.now() - started) / 1000;
-  const cpuList = cpus();
   const context = {
-    node: process.version,
-    cpus: cpuList.length,
-    cpuModel: cpuList[0]?.model ?? 'unknown',
+    ...machine(),
     connections: cfg.connections,
     durationSec: cfg.durationSec,
     warmupSec: cfg.warmupSec,
