@@ -2,10 +2,7 @@
 // act on. Runs in a worker thread with memory and time caps set by workers/parser-pool.ts.
 import { htmlToSections } from '../src/documents/html-sections.ts';
 import { markdownToSections } from '../src/documents/markdown-sections.ts';
-import { parseDocx } from '../src/documents/parsers/docx.ts';
-import { parseImage } from '../src/documents/parsers/image.ts';
 import { toParseResult } from '../src/documents/parsers/parsed.ts';
-import { parsePdf } from '../src/documents/parsers/pdf.ts';
 import { SectionBuilder } from '../src/documents/section-builder.ts';
 import type { DocumentMimeType, ParseLimits, ParseResult } from '../src/documents/types.ts';
 
@@ -43,16 +40,18 @@ function textFormat(task: ParseTask): ParseResult {
   return plainText(text, max);
 }
 
+// pdf.js, mammoth and tesseract.js load on first use: a fresh worker starts in milliseconds,
+// which matters because every timed-out or out-of-memory task costs a new one.
 export default async function parseDocument(task: ParseTask): Promise<ParseResult> {
   switch (task.mimeType) {
     case 'application/pdf':
-      return parsePdf(task.bytes, task.limits);
+      return (await import('../src/documents/parsers/pdf.ts')).parsePdf(task.bytes, task.limits);
     case 'application/vnd.openxmlformats-officedocument.wordprocessingml.document':
-      return parseDocx(task.bytes, task.limits);
+      return (await import('../src/documents/parsers/docx.ts')).parseDocx(task.bytes, task.limits);
     case 'image/png':
     case 'image/jpeg':
     case 'image/webp':
-      return parseImage(task.bytes, task.mimeType, task.limits);
+      return (await import('../src/documents/parsers/image.ts')).parseImage(task.bytes, task.mimeType, task.limits);
     case 'text/plain':
     case 'text/markdown':
     case 'text/html':

@@ -30,7 +30,7 @@ function transferable(bytes: Uint8Array): { bytes: Uint8Array; transfer: ArrayBu
   if (buffer instanceof ArrayBuffer && bytes.byteOffset === 0 && bytes.byteLength === buffer.byteLength) {
     return { bytes, transfer: [buffer] };
   }
-  const copy = bytes.slice();
+  const copy = new Uint8Array(bytes); // not bytes.slice(): on a Buffer that is a view of the same memory
   return { bytes: copy, transfer: [copy.buffer] };
 }
 

@@ -125,5 +125,5 @@ export function checkZipBudget(bytes: Uint8Array, entries: ZipEntry[], limits: Z
 export const DAMAGED_DOCX = 'The DOCX file is damaged or truncated and could not be read. Save it again from Word and upload it.';
 
 function megabytes(bytes: number): string {
-  return `${Math.ceil(bytes / 1_048_576)} MB`;
+  return `${Math.round(bytes / 1_048_576)} MB`;
 }
