@@ -1,0 +1,81 @@
+import { setup, transition } from 'xstate';
+
+export type DocumentStatus = 'pending' | 'processing' | 'ready' | 'failed';
+
+export type DocumentEvent =
+  /** A worker takes the document (also one whose previous worker's lease ran out). */
+  | { type: 'claim' }
+  | { type: 'succeed' }
+  | { type: 'fail' }
+  | { type: 'reprocess' }
+  | { type: 'delete' };
+
+/** Side effects the caller carries out when a transition names them. */
+export type DocumentAction = 'cancelProcessing' | 'removeChunks' | 'requeue';
+
+/**
+ * A document's status, as the interface defines it:
+ *
+ *   pending --claim--> processing --succeed--> ready
+ *                                 --fail-----> failed
+ *   ready | failed | processing --reprocess--> pending   (processing: the running work is cancelled)
+ *   any --delete--> deleted (chunks removed; processing cancelled)
+ *
+ * The status lives in PostgreSQL; each step resolves the stored status in this machine and
+ * takes the transition, so an event a status does not accept is refused, never applied.
+ */
+export const documentStatusMachine = setup({
+  types: { events: {} as DocumentEvent },
+  actions: {
+    cancelProcessing: () => {},
+    removeChunks: () => {},
+    requeue: () => {},
+  },
+}).createMachine({
+  id: 'documentStatus',
+  initial: 'pending',
+  states: {
+    pending: {
+      entry: 'requeue',
+      on: {
+        claim: 'processing',
+        // Already waiting: reprocessing changes nothing.
+        reprocess: 'pending',
+        delete: 'deleted',
+      },
+    },
+    processing: {
+      on: {
+        claim: { target: 'processing', reenter: true },
+        succeed: 'ready',
+        fail: 'failed',
+        reprocess: { target: 'pending', actions: 'cancelProcessing' },
+        delete: { target: 'deleted', actions: 'cancelProcessing' },
+      },
+    },
+    ready: {
+      on: { reprocess: 'pending', delete: 'deleted' },
+    },
+    failed: {
+      on: { reprocess: 'pending', delete: 'deleted' },
+    },
+    deleted: {
+      type: 'final',
+      entry: 'removeChunks',
+    },
+  },
+});
+
+export type DocumentStep = { accepted: true; next: DocumentStatus | 'deleted'; actions: DocumentAction[] } | { accepted: false };
+
+/** What `event` does to a document in `status`: the next status and the actions to carry out. */
+export function documentStep(status: DocumentStatus, event: DocumentEvent): DocumentStep {
+  const snapshot = documentStatusMachine.resolveState({ value: status, context: undefined });
+  if (!snapshot.can(event)) return { accepted: false };
+  const [next, actions] = transition(documentStatusMachine, snapshot, event);
+  return {
+    accepted: true,
+    next: next.value as DocumentStatus | 'deleted',
+    actions: actions.map((action) => action.type).filter((type): type is DocumentAction => ['cancelProcessing', 'removeChunks', 'requeue'].includes(type)),
+  };
+}

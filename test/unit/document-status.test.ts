@@ -1,0 +1,39 @@
+import { describe, expect, it } from 'vitest';
+import { documentStep, type DocumentEvent, type DocumentStatus } from '../../machines/document-status.ts';
+
+const step = (status: DocumentStatus, type: DocumentEvent['type']) => documentStep(status, { type });
+
+describe('document status machine', () => {
+  it('takes a document from pending through processing to ready or failed', () => {
+    expect(step('pending', 'claim')).toEqual({ accepted: true, next: 'processing', actions: [] });
+    expect(step('processing', 'succeed')).toEqual({ accepted: true, next: 'ready', actions: [] });
+    expect(step('processing', 'fail')).toEqual({ accepted: true, next: 'failed', actions: [] });
+  });
+
+  it('lets a worker take over a document whose previous worker died while processing', () => {
+    expect(step('processing', 'claim')).toMatchObject({ accepted: true, next: 'processing' });
+  });
+
+  it('requeues on reprocess from ready and failed, cancels running work, and leaves pending as it is', () => {
+    expect(step('ready', 'reprocess')).toEqual({ accepted: true, next: 'pending', actions: ['requeue'] });
+    expect(step('failed', 'reprocess')).toEqual({ accepted: true, next: 'pending', actions: ['requeue'] });
+    expect(step('processing', 'reprocess')).toEqual({ accepted: true, next: 'pending', actions: ['cancelProcessing', 'requeue'] });
+    expect(step('pending', 'reprocess')).toEqual({ accepted: true, next: 'pending', actions: [] });
+  });
+
+  it('deletes from any state, removing chunks and cancelling processing', () => {
+    for (const status of ['pending', 'ready', 'failed'] as const) {
+      expect(step(status, 'delete')).toEqual({ accepted: true, next: 'deleted', actions: ['removeChunks'] });
+    }
+    expect(step('processing', 'delete')).toEqual({ accepted: true, next: 'deleted', actions: ['cancelProcessing', 'removeChunks'] });
+  });
+
+  it('refuses results for documents that are not being processed, and claims of finished ones', () => {
+    for (const status of ['pending', 'ready', 'failed'] as const) {
+      expect(step(status, 'succeed')).toEqual({ accepted: false });
+      expect(step(status, 'fail')).toEqual({ accepted: false });
+    }
+    expect(step('ready', 'claim')).toEqual({ accepted: false });
+    expect(step('failed', 'claim')).toEqual({ accepted: false });
+  });
+});
