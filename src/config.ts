@@ -84,6 +84,25 @@ const ConfigSchema = z
     CAPABILITY_MAX_ROUNDS: z.coerce.number().int().min(1).max(16).default(4),
     /** Approximate tokens of conversation history sent with each reply (about 4 characters a token). */
     CONVERSATION_HISTORY_TOKENS: z.coerce.number().int().min(100).max(1_000_000).default(6_000),
+    /** Documents this process parses and embeds at once. */
+    DOCUMENT_CONCURRENCY: z.coerce.number().int().min(1).max(64).default(2),
+    /** A document's claim lasts this long without renewal; a dead process's documents are retaken after it. */
+    DOCUMENT_LEASE_MS: z.coerce.number().int().min(500).max(3_600_000).default(30_000),
+    /** How often each process looks for pending documents it was not woken for. */
+    DOCUMENT_POLL_MS: z.coerce.number().int().min(100).max(600_000).default(2_000),
+    /** Processing runs (interrupted by dying processes) before a document fails. */
+    DOCUMENT_MAX_ATTEMPTS: z.coerce.number().int().min(1).max(100).default(3),
+    /** Time and memory caps of one parse in the worker pool. */
+    DOCUMENT_PARSE_TIMEOUT_MS: z.coerce.number().int().min(1_000).max(3_600_000).default(120_000),
+    DOCUMENT_PARSE_MEMORY_MB: z.coerce.number().int().min(64).max(16_384).default(512),
+    DOCUMENT_MAX_PAGES: z.coerce.number().int().min(1).max(100_000).default(2_000),
+    DOCUMENT_MAX_PIXELS: z.coerce.number().int().min(1).max(1_000_000_000).default(40_000_000),
+    /** Chunk size and overlap, in tokens (about 4 characters each). */
+    CHUNK_TOKENS: z.coerce.number().int().min(32).max(8_192).default(400),
+    CHUNK_OVERLAP_TOKENS: z.coerce.number().int().min(0).max(4_096).default(60),
+    /** Chunks retrieved per reply, and the tokens of document text a reply's prompt may carry. */
+    RETRIEVAL_TOP_K: z.coerce.number().int().min(1).max(100).default(6),
+    RETRIEVAL_TOKENS: z.coerce.number().int().min(50).max(100_000).default(1_500),
     /** OpenAI-compatible server for document embeddings; defaults to INFERENCE_BASE_URL. */
     EMBEDDINGS_BASE_URL: z.url().optional(),
     /** Key sent to the embeddings server; defaults to INFERENCE_API_KEY when the URL defaults too. */
@@ -143,6 +162,7 @@ export interface Config {
   inference: InferenceConfig;
   capabilities: CapabilityConfig;
   conversationHistoryTokens: number;
+  documents: DocumentConfig;
   embeddings: EmbeddingsConfig;
 }
 
@@ -152,6 +172,21 @@ export interface EmbeddingsConfig {
   model: string | undefined;
   dimensions: number | undefined;
   batchSize: number;
+}
+
+export interface DocumentConfig {
+  concurrency: number;
+  leaseMs: number;
+  pollMs: number;
+  maxAttempts: number;
+  parseTimeoutMs: number;
+  parseMemoryMb: number;
+  maxPages: number;
+  maxPixels: number;
+  chunkTokens: number;
+  chunkOverlapTokens: number;
+  retrievalTopK: number;
+  retrievalTokens: number;
 }
 
 export interface CapabilityConfig {
@@ -228,6 +263,20 @@ export function loadConfig(env: EnvInput): Config {
       maxRounds: e.CAPABILITY_MAX_ROUNDS,
     },
     conversationHistoryTokens: e.CONVERSATION_HISTORY_TOKENS,
+    documents: {
+      concurrency: e.DOCUMENT_CONCURRENCY,
+      leaseMs: e.DOCUMENT_LEASE_MS,
+      pollMs: e.DOCUMENT_POLL_MS,
+      maxAttempts: e.DOCUMENT_MAX_ATTEMPTS,
+      parseTimeoutMs: e.DOCUMENT_PARSE_TIMEOUT_MS,
+      parseMemoryMb: e.DOCUMENT_PARSE_MEMORY_MB,
+      maxPages: e.DOCUMENT_MAX_PAGES,
+      maxPixels: e.DOCUMENT_MAX_PIXELS,
+      chunkTokens: e.CHUNK_TOKENS,
+      chunkOverlapTokens: e.CHUNK_OVERLAP_TOKENS,
+      retrievalTopK: e.RETRIEVAL_TOP_K,
+      retrievalTokens: e.RETRIEVAL_TOKENS,
+    },
     embeddings: {
       baseUrl: e.EMBEDDINGS_BASE_URL ?? e.INFERENCE_BASE_URL,
       // The inference key goes only to the inference server, never to another embeddings host.

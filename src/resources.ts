@@ -6,6 +6,8 @@ import type { CharacterService } from './characters/service.ts';
 import type { Config } from './config.ts';
 import type { ConversationService } from './conversations/service.ts';
 import type { Database } from './db/database.ts';
+import type { DocumentProcessor } from './documents/processor.ts';
+import type { DocumentService } from './documents/service.ts';
 import type { ChatCompletionService } from './inference/chat.ts';
 import type { Metrics } from './observability/metrics.ts';
 import type { PerformService } from './perform/service.ts';
@@ -26,6 +28,9 @@ export interface Resources {
   /** Conversation actors, wherever they run: every message to a conversation goes through them. */
   conversationActors: ConversationActors;
   perform: PerformService;
+  documents: DocumentService;
+  /** This process's consumer of the document queue (uploads wake it). */
+  documentProcessor: DocumentProcessor;
   /** Flips to true when shutdown starts, so /readyz tells load balancers to stop sending. */
   lifecycle: { draining: boolean };
 }

@@ -13,6 +13,13 @@ import { CharacterService } from './characters/service.ts';
 import type { Config } from './config.ts';
 import { ConversationService } from './conversations/service.ts';
 import { openDatabase } from './db/database.ts';
+import { DocumentProcessor } from './documents/processor.ts';
+import { DocumentService } from './documents/service.ts';
+import { documentRoutes } from './http/routes/documents.ts';
+import { openDocumentIndex } from './retrieval/document-index.ts';
+import { Embedder } from './retrieval/embeddings.ts';
+import { Knowledge } from './retrieval/knowledge.ts';
+import { ParserPool } from '../workers/parser-pool.ts';
 import { ChatCompletionService } from './inference/chat.ts';
 import { InferenceUpstream } from './inference/upstream.ts';
 import { createApp } from './http/app.ts';
@@ -45,6 +52,12 @@ export interface RunningServer {
   stop(): Promise<void>;
 }
 
+/** DOCX archives may unpack to this much; more is refused before anything is inflated. */
+const DOCX_MAX_UNCOMPRESSED_BYTES = 256 * 1024 * 1024;
+const DOCX_MAX_ENTRIES = 10_000;
+/** Text kept from one document (about 5M tokens): beyond it a document is cut, not failed. */
+const MAX_DOCUMENT_TEXT_CHARS = 20_000_000;
+
 /** The longest a reply may take, every round and capability wait included. */
 function replyTimeoutMs(config: Config): number {
   const { inference, capabilities } = config;
@@ -67,7 +80,52 @@ export async function startServer(config: Config, logger: Logger): Promise<Runni
   const projects = new ProjectService(cacheOptions);
   const upstream = new InferenceUpstream(config.inference, logger);
   const executor = new CapabilityExecutor({ config: config.capabilities, projects, logger });
-  const turnDeps = { upstream, executor, maxRounds: config.capabilities.maxRounds };
+  const embedder = new Embedder(config.embeddings, logger);
+  const documentIndex = await openDocumentIndex({ db: database.db, logger, dimensions: config.embeddings.dimensions, embeddings: embedder.configured });
+  if (!documentIndex.vectors) {
+    logger.warn(
+      embedder.configured
+        ? 'document retrieval is full-text only: the database has no pgvector (see the README to install it)'
+        : 'document retrieval is full-text only: set EMBEDDINGS_MODEL (and EMBEDDINGS_BASE_URL if not the inference server) for vector search',
+    );
+  }
+  const knowledge = new Knowledge({
+    db: database.db,
+    index: documentIndex,
+    embedder,
+    invalidations,
+    logger,
+    cacheMaxEntries: config.cacheMaxEntries,
+    options: { topK: config.documents.retrievalTopK, tokenBudget: config.documents.retrievalTokens },
+  });
+  const parserPool = new ParserPool({
+    maxThreads: config.documents.concurrency,
+    maxMemoryMb: config.documents.parseMemoryMb,
+    timeoutMs: config.documents.parseTimeoutMs,
+    limits: {
+      maxPages: config.documents.maxPages,
+      maxPixels: config.documents.maxPixels,
+      maxUncompressedBytes: DOCX_MAX_UNCOMPRESSED_BYTES,
+      maxZipEntries: DOCX_MAX_ENTRIES,
+      maxTextChars: MAX_DOCUMENT_TEXT_CHARS,
+    },
+  });
+  const documentProcessor = new DocumentProcessor({
+    database,
+    invalidations,
+    pool: parserPool,
+    embedder,
+    index: documentIndex,
+    logger,
+    options: {
+      concurrency: config.documents.concurrency,
+      leaseMs: config.documents.leaseMs,
+      pollMs: config.documents.pollMs,
+      maxAttempts: config.documents.maxAttempts,
+      chunking: { maxTokens: config.documents.chunkTokens, overlapTokens: config.documents.chunkOverlapTokens },
+    },
+  });
+  const turnDeps = { upstream, executor, knowledge, maxRounds: config.capabilities.maxRounds };
   const conversations = new ConversationService({
     db: database.db,
     characters,
@@ -93,7 +151,9 @@ export async function startServer(config: Config, logger: Logger): Promise<Runni
     projects,
     characters,
     capabilities,
-    chat: new ChatCompletionService({ upstream, characters, capabilities }),
+    chat: new ChatCompletionService({ upstream, characters, capabilities, knowledge }),
+    documents: new DocumentService({ db: database.db, characters, index: documentIndex, invalidations, cancel: (id) => documentProcessor.cancel(id) }),
+    documentProcessor,
     conversations,
     conversationActors: new ConversationActors({ system, roomName, conversations, events, replyTimeoutMs: replyTimeoutMs(config) }),
     perform: new PerformService({ characters, capabilities, ...turnDeps }),
@@ -109,6 +169,7 @@ export async function startServer(config: Config, logger: Logger): Promise<Runni
     ...capabilityRoutes,
     ...conversationRoutes,
     ...performRoutes,
+    ...documentRoutes,
     ...v1Routes,
     ...matchmakeRoutes,
     ...adminRoutes,
@@ -117,6 +178,7 @@ export async function startServer(config: Config, logger: Logger): Promise<Runni
   const routes: Route[] = [...metaRoutes(() => (openapi ??= buildOpenApi(routes, packageJson.version))), ...apiRoutes];
   const { handler, upgrade } = createApp(resources, routes);
 
+  await documentProcessor.start();
   let game: Awaited<ReturnType<typeof gameTransport>> | null = null;
   let http: HttpServer;
   try {
@@ -134,6 +196,8 @@ export async function startServer(config: Config, logger: Logger): Promise<Runni
       logger,
     );
   } catch (err) {
+    await documentProcessor.stop();
+    await parserPool.close();
     await system.release();
     await invalidations.stop();
     await database.close();
@@ -158,6 +222,8 @@ export async function startServer(config: Config, logger: Logger): Promise<Runni
         await http.close(config.shutdownGraceMs);
         game?.shutdown();
         await system.release();
+        await documentProcessor.stop();
+        await parserPool.close();
         await invalidations.stop();
         await database.close();
         logger.info('troupe stopped');

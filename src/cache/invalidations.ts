@@ -1,8 +1,12 @@
 import { notify, type Database, type Executor, type Unlisten } from '../db/database.ts';
 import { ReadCache } from './read-cache.ts';
 
-/** What a cached entry is keyed by: a character or capability id, or the hash of an API key. */
-export type InvalidationTopic = 'character' | 'capability' | 'apiKey';
+/**
+ * What a cached entry is keyed by: a character or capability id, the hash of an API key, or
+ * (`characterDocuments`) the character whose set of ready documents changed.
+ */
+export type InvalidationTopic = 'character' | 'capability' | 'apiKey' | 'characterDocuments';
+const TOPICS: readonly unknown[] = ['character', 'capability', 'apiKey', 'characterDocuments'] satisfies InvalidationTopic[];
 
 interface Subscriber {
   onInvalidate(id: string): void;
@@ -71,8 +75,8 @@ export class Invalidations {
       return;
     }
     const { topic, ids } = message;
-    if ((topic === 'character' || topic === 'capability' || topic === 'apiKey') && Array.isArray(ids)) {
-      this.applyLocal(topic, ids.filter((id): id is string => typeof id === 'string'));
+    if (TOPICS.includes(topic) && Array.isArray(ids)) {
+      this.applyLocal(topic as InvalidationTopic, ids.filter((id): id is string => typeof id === 'string'));
     } else {
       this.#resetAll();
     }

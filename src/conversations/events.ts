@@ -2,9 +2,13 @@
  * What a conversation tells its listeners, as the conversation WebSocket defines it (plus the
  * extras noted). Colyseus game clients receive the same events as room messages of that type.
  */
+import type { Citation } from '../retrieval/knowledge.ts';
+
 export type ConversationEvent =
   | { type: 'ready' }
   | { type: 'chunk'; characterId: string; content: string; done: boolean }
   /** `callId` is an addition: a client_function_call's result is sent back with it. */
   | { type: 'capability'; characterId: string; name: string; params: Record<string, unknown>; callId: string }
-  | { type: 'error'; message: string };
+  | { type: 'error'; message: string }
+  /** An addition: after a reply's last chunk, the document chunks it was given (when any). */
+  | { type: 'citations'; characterId: string; citations: Citation[] };

@@ -6,6 +6,7 @@ import type { RecordedCapabilityCall } from '../db/schema.ts';
 import { TroupeError, notFound } from '../errors.ts';
 import { runCharacterTurn } from '../inference/character-turn.ts';
 import type { InferenceUpstream } from '../inference/upstream.ts';
+import type { Citation, Knowledge } from '../retrieval/knowledge.ts';
 import { analyseConversation } from './analysis.ts';
 import { toChatHistory } from './history.ts';
 import type { ConversationEvent } from './events.ts';
@@ -28,6 +29,8 @@ export interface ExchangeResult {
   characterMessage: Message;
   /** Every capability the character called in this reply (an extra field of the HTTP reply). */
   capabilityCalls: RecordedCapabilityCall[];
+  /** The document chunks the reply was given (an extra field of the HTTP reply). */
+  citations: Citation[];
 }
 
 /**
@@ -47,6 +50,7 @@ export interface ConversationDeps {
   capabilities: CapabilityService;
   upstream: InferenceUpstream;
   executor: CapabilityExecutor;
+  knowledge: Knowledge;
   maxRounds: number;
   historyTokens: number;
 }
@@ -108,7 +112,7 @@ export class ConversationService {
     let turn;
     try {
       turn = await runCharacterTurn(
-        { upstream: this.#deps.upstream, executor: this.#deps.executor, maxRounds: this.#deps.maxRounds },
+        { upstream: this.#deps.upstream, executor: this.#deps.executor, knowledge: this.#deps.knowledge, maxRounds: this.#deps.maxRounds },
         {
           projectId,
           conversationId,
@@ -128,7 +132,13 @@ export class ConversationService {
     const characterMessage = await appendMessage(db, conversationId, 'character', turn.text, turn.calls);
     outlet.stored?.(publicMessage(characterMessage));
     publish({ type: 'chunk', characterId: character.id, content: '', done: true });
-    return { playerMessage: publicMessage(playerMessage), characterMessage: publicMessage(characterMessage), capabilityCalls: turn.calls };
+    if (turn.citations.length > 0) publish({ type: 'citations', characterId: character.id, citations: turn.citations });
+    return {
+      playerMessage: publicMessage(playerMessage),
+      characterMessage: publicMessage(characterMessage),
+      capabilityCalls: turn.calls,
+      citations: turn.citations,
+    };
   }
 
   /** The newest messages, oldest first, as an actor rebuilds its state from them. */

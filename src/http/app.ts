@@ -102,6 +102,7 @@ export function createApp(resources: Resources, routes: readonly Route[]): { han
         resources,
         path: request.path,
         headers: request.headers,
+        rawBody: request.body,
       });
       logger.info({ requestId, path: request.path, route: route.path }, 'websocket accepted');
       return socket;
@@ -131,6 +132,7 @@ export function createApp(resources: Resources, routes: readonly Route[]): { han
       resources,
       path: request.path,
       headers: request.headers,
+      rawBody: request.body,
     });
     return toReply(result, route.response.status);
   }

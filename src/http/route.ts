@@ -18,6 +18,8 @@ export interface RouteContext<P, Q, B> {
   path: string;
   /** Request headers, lower-cased names. */
   headers: Readonly<Record<string, string>>;
+  /** The unread body, for routes without a `body` schema that read it themselves (uploads). */
+  rawBody: AsyncIterable<Uint8Array>;
 }
 
 export interface RouteResult {

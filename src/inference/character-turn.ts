@@ -4,6 +4,7 @@ import type { Capability } from '../capabilities/schemas.ts';
 import type { Character } from '../characters/schemas.ts';
 import type { RecordedCapabilityCall } from '../db/schema.ts';
 import { buildCharacterSystemPrompt, capabilityTools } from '../prompt/character-prompt.ts';
+import type { Citation, Knowledge } from '../retrieval/knowledge.ts';
 import type { InferenceUpstream } from './upstream.ts';
 
 /** What happened in a turn, in order: what the character said and which calls it made. */
@@ -24,6 +25,15 @@ export interface TurnResult {
   events: TurnEvent[];
   /** A client_function_call was handed to the caller (HTTP, perform), so generation stopped. */
   stoppedForCaller: boolean;
+  /** The document chunks the reply was given. */
+  citations: Citation[];
+}
+
+export interface TurnDeps {
+  upstream: InferenceUpstream;
+  executor: CapabilityExecutor;
+  knowledge: Knowledge;
+  maxRounds: number;
 }
 
 /**
@@ -31,16 +41,14 @@ export interface TurnResult {
  * (through the one CapabilityExecutor), feed results back, up to `maxRounds` model calls.
  * Conversations (HTTP and WebSocket) and perform all answer through here.
  */
-export async function runCharacterTurn(
-  deps: { upstream: InferenceUpstream; executor: CapabilityExecutor; maxRounds: number },
-  input: TurnInput,
-): Promise<TurnResult> {
+export async function runCharacterTurn(deps: TurnDeps, input: TurnInput): Promise<TurnResult> {
   const tools = capabilityTools(input.capabilities);
+  const { snippets, citations } = await deps.knowledge.retrieve(input.projectId, input.character.id, lastPlayerText(input.history), input.signal);
   const messages: ChatCompletionMessageParam[] = [
-    { role: 'system', content: buildCharacterSystemPrompt({ character: input.character, capabilities: input.capabilities }) },
+    { role: 'system', content: buildCharacterSystemPrompt({ character: input.character, capabilities: input.capabilities, knowledge: snippets }) },
     ...input.history,
   ];
-  const result: TurnResult = { text: '', calls: [], events: [], stoppedForCaller: false };
+  const result: TurnResult = { text: '', calls: [], events: [], stoppedForCaller: false, citations };
   const say = (delta: string) => {
     if (!delta) return;
     result.text += delta;
@@ -70,6 +78,18 @@ export async function runCharacterTurn(
   }
   if (result.text.endsWith(' ')) result.text = result.text.trimEnd();
   return result;
+}
+
+/** What retrieval looks for: the player's latest words. */
+export function lastPlayerText(history: readonly ChatCompletionMessageParam[]): string {
+  for (let i = history.length - 1; i >= 0; i--) {
+    const message = history[i];
+    if (message?.role !== 'user') continue;
+    const { content } = message;
+    if (typeof content === 'string') return content;
+    return content.map((part) => (part.type === 'text' ? part.text : '')).join(' ');
+  }
+  return '';
 }
 
 async function streamRound(

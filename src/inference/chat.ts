@@ -6,6 +6,8 @@ import type { CharacterService } from '../characters/service.ts';
 import { TroupeError } from '../errors.ts';
 import { ID_PREFIX } from '../ids.ts';
 import { buildCharacterSystemPrompt, capabilityTools, mergeTools } from '../prompt/character-prompt.ts';
+import type { Knowledge, Retrieved } from '../retrieval/knowledge.ts';
+import { lastPlayerText } from './character-turn.ts';
 import type { ChatCompletionRequest } from './schemas.ts';
 import type { UpstreamModel } from './upstream.ts';
 import type { InferenceUpstream } from './upstream.ts';
@@ -36,11 +38,13 @@ export class ChatCompletionService {
   readonly #upstream: InferenceUpstream;
   readonly #characters: CharacterService;
   readonly #capabilities: CapabilityService;
+  readonly #knowledge: Knowledge;
 
-  constructor(options: { upstream: InferenceUpstream; characters: CharacterService; capabilities: CapabilityService }) {
+  constructor(options: { upstream: InferenceUpstream; characters: CharacterService; capabilities: CapabilityService; knowledge: Knowledge }) {
     this.#upstream = options.upstream;
     this.#characters = options.characters;
     this.#capabilities = options.capabilities;
+    this.#knowledge = options.knowledge;
   }
 
   async listModels(projectId: string): Promise<ModelObject[]> {
@@ -76,15 +80,18 @@ export class ChatCompletionService {
 
   async complete(projectId: string, request: ChatCompletionRequest, signal: AbortSignal): Promise<Record<string, unknown>> {
     const target = await this.resolve(projectId, request.model);
-    const params = this.#params(target, request);
+    const retrieved = await this.#retrieve(projectId, target, request, signal);
+    const params = this.#params(target, request, retrieved);
     const completion = await this.#upstream.complete({ ...params, stream: false }, signal);
-    return normalizeCompletion(completion, request.model);
+    const reply = normalizeCompletion(completion, request.model);
+    // An addition to OpenAI's format, present when the character's documents were used.
+    return retrieved.citations.length > 0 ? { ...reply, citations: retrieved.citations } : reply;
   }
 
   /** Resolves when the upstream's first chunk arrived: until then failures are plain HTTP errors. */
   async stream(projectId: string, request: ChatCompletionRequest, signal: AbortSignal): Promise<ChunkStream> {
     const target = await this.resolve(projectId, request.model);
-    const params = this.#params(target, request);
+    const params = this.#params(target, request, await this.#retrieve(projectId, target, request, signal));
     const includeUsage = request.stream_options?.include_usage === true;
     const upstream = await this.#upstream.stream(
       { ...params, stream: true, stream_options: { ...(request.stream_options ?? {}), include_usage: true } },
@@ -100,12 +107,19 @@ export class ChatCompletionService {
   }
 
   /** The upstream request: for a character, its prompt first and its capabilities as tools. */
-  #params(target: ChatTarget, request: ChatCompletionRequest): ChatCompletionCreateParams {
+  /** A character's documents, retrieved for the caller's last user message. */
+  #retrieve(projectId: string, target: ChatTarget, request: ChatCompletionRequest, signal: AbortSignal): Promise<Retrieved> {
+    if (target.kind !== 'character') return Promise.resolve({ snippets: [], citations: [] });
+    const history = request.messages as Parameters<typeof lastPlayerText>[0];
+    return this.#knowledge.retrieve(projectId, target.character.id, lastPlayerText(history), signal);
+  }
+
+  #params(target: ChatTarget, request: ChatCompletionRequest, retrieved: Retrieved): ChatCompletionCreateParams {
     const { stream: _stream, stream_options: _options, ...rest } = request;
     if (target.kind === 'upstream') return rest as ChatCompletionCreateParams;
     const tools = mergeTools(capabilityTools(target.capabilities), request.tools ?? []);
     checkToolChoice(request, tools.map((t) => t.function.name));
-    const system = buildCharacterSystemPrompt({ character: target.character, capabilities: target.capabilities });
+    const system = buildCharacterSystemPrompt({ character: target.character, capabilities: target.capabilities, knowledge: retrieved.snippets });
     return {
       ...rest,
       model: this.#upstream.characterModel(),

@@ -5,6 +5,7 @@ import type { CharacterService } from '../characters/service.ts';
 import { TroupeError } from '../errors.ts';
 import { runCharacterTurn } from '../inference/character-turn.ts';
 import type { InferenceUpstream } from '../inference/upstream.ts';
+import type { Knowledge } from '../retrieval/knowledge.ts';
 
 export type NpcAction = { type: 'text'; content: string } | { type: 'function'; name: string; input: Record<string, unknown> };
 
@@ -23,6 +24,7 @@ export interface PerformDeps {
   capabilities: CapabilityService;
   upstream: InferenceUpstream;
   executor: CapabilityExecutor;
+  knowledge: Knowledge;
   maxRounds: number;
 }
 
@@ -38,7 +40,7 @@ export class PerformService {
     const capabilities = await this.#deps.capabilities.getMany(projectId, character.capabilityGroupIds);
     const delivered: CapabilityCallEvent[] = [];
     const turn = await runCharacterTurn(
-      { upstream: this.#deps.upstream, executor: this.#deps.executor, maxRounds: this.#deps.maxRounds },
+      { upstream: this.#deps.upstream, executor: this.#deps.executor, knowledge: this.#deps.knowledge, maxRounds: this.#deps.maxRounds },
       {
         projectId,
         conversationId: null,

@@ -54,6 +54,7 @@ describe.each(BACKENDS)('conversations over HTTP on $kind', (backend) => {
       playerMessage: { id: expect.stringMatching(/^msg_/), conversationId: id, role: 'player', content: 'Hello', createdAt: expect.any(String) },
       characterMessage: { id: expect.stringMatching(/^msg_/), conversationId: id, role: 'character', content: 'Halt! Who goes there?', createdAt: expect.any(String) },
       capabilityCalls: [],
+      citations: [],
     });
     f.upstream.script({ text: 'Pass, friend.' });
     await f.api.post(`/conversations/${id}/messages`, { content: 'A friend' }).expect(200);

@@ -141,6 +141,9 @@ describe.each(BACKENDS)(`HTTP layer (engine ${HTTP_ENGINE}) on $kind`, (backend)
       'get /admin/projects/{projectId}', 'post /conversations', 'get /conversations/{conversationId}',
       'post /conversations/{conversationId}/messages', 'get /conversations/{conversationId}/ws', 'post /perform',
       'post /matchmake/{method}/{roomId}',
+      'post /characters/{characterId}/documents', 'get /characters/{characterId}/documents',
+      'get /characters/{characterId}/documents/{documentId}', 'delete /characters/{characterId}/documents/{documentId}',
+      'post /characters/{characterId}/documents/{documentId}/reprocess',
     ];
     expect(routes.sort()).toEqual(expected.sort());
     const create = doc.paths['/characters'].post;

@@ -16,6 +16,8 @@ export interface TroupeProcess {
   url: string;
   stdout: () => string;
   stderr: () => string;
+  /** Resolves with the first match of `pattern` in stdout, waiting for output if needed. */
+  waitForOutput(pattern: RegExp): Promise<RegExpExecArray>;
   /** Sends SIGTERM (or `signal`) and resolves with the exit code. */
   stop(signal?: NodeJS.Signals): Promise<number | null>;
 }
@@ -49,6 +51,21 @@ export async function spawnTroupe(env: Record<string, string>): Promise<TroupePr
     url: `http://127.0.0.1:${port}`,
     stdout: () => out,
     stderr: () => err,
+    waitForOutput(pattern) {
+      return new Promise((resolve, reject) => {
+        const check = () => {
+          const match = pattern.exec(out);
+          if (!match) return false;
+          child.stdout?.off('data', onData);
+          resolve(match);
+          return true;
+        };
+        const onData = () => void check();
+        if (check()) return;
+        child.stdout?.on('data', onData);
+        void exited.then(() => check() || reject(new Error(`troupe exited before printing ${pattern}:\n${err}`)));
+      });
+    },
     async stop(signal = 'SIGTERM') {
       if (child.exitCode === null) child.kill(signal);
       const [code] = await exited;

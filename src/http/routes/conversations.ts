@@ -27,6 +27,10 @@ const CapabilityCallSchema = z.object({
   result: z.unknown().optional(),
 });
 
+const CitationSchema = z
+  .object({ documentId: z.string(), chunkId: z.string(), score: z.number(), excerpt: z.string() })
+  .meta({ id: 'Citation', description: 'A document chunk the reply was given' });
+
 export const conversationRoutes = [
   defineRoute({
     method: 'POST',
@@ -61,7 +65,12 @@ export const conversationRoutes = [
     body: z.strictObject({ content: z.string().trim().min(1, 'must not be empty').max(32_000) }),
     response: {
       status: 200,
-      schema: z.object({ playerMessage: MessageSchema, characterMessage: MessageSchema, capabilityCalls: z.array(CapabilityCallSchema) }),
+      schema: z.object({
+        playerMessage: MessageSchema,
+        characterMessage: MessageSchema,
+        capabilityCalls: z.array(CapabilityCallSchema),
+        citations: z.array(CitationSchema),
+      }),
       description: 'Both messages, and the capabilities the character called',
     },
     errors: [404, 502],

@@ -102,6 +102,11 @@ export interface FakeUpstream {
   nextRequest(): Promise<RecordedRequest>;
   /** Like nextRequest, over requests the client aborted. */
   nextAbort(): Promise<RecordedRequest>;
+  /**
+   * Holds embeddings requests unanswered (a document stays in `processing`) and resolves with
+   * the first one that arrives; `release()` answers it and every later one.
+   */
+  holdEmbeddings(): { arrived: Promise<void>; release(): void };
   close(): Promise<void>;
 }
 
@@ -157,7 +162,13 @@ export async function startFakeUpstream(options: FakeUpstreamOptions = {}): Prom
     }
     const method = req.method ?? 'GET';
     if (method === 'POST' && rec.path === '/v1/chat/completions') return chatCompletions(res, rec, body);
-    if (method === 'POST' && rec.path === '/v1/embeddings') return embeddings(res, body);
+    if (method === 'POST' && rec.path === '/v1/embeddings') {
+      if (embeddingsHold) {
+        embeddingsHold.arrive();
+        await embeddingsHold.released;
+      }
+      return embeddings(res, body);
+    }
     if (method === 'GET' && rec.path === '/v1/models') {
       return sendJson(res, 200, { object: 'list', data: models.map((id) => model(id, 1_700_000_000)) });
     }
@@ -254,6 +265,8 @@ export async function startFakeUpstream(options: FakeUpstreamOptions = {}): Prom
     res.end();
   }
 
+  let embeddingsHold: { arrive: () => void; released: Promise<void> } | null = null;
+
   function embeddings(res: ServerResponse, body: unknown): void {
     if (!isRecord(body)) return sendError(res, invalid('We could not parse the JSON body of your request.', null));
     if (typeof body.model !== 'string') return sendError(res, invalid("Missing required parameter: 'model'.", 'model'));
@@ -294,6 +307,20 @@ export async function startFakeUpstream(options: FakeUpstreamOptions = {}): Prom
     },
     nextRequest: () => arrivals.next(),
     nextAbort: () => abortEvents.next(),
+    holdEmbeddings() {
+      let arrive = () => {};
+      let release = () => {};
+      const arrived = new Promise<void>((resolve) => (arrive = resolve));
+      const released = new Promise<void>((resolve) => (release = resolve));
+      embeddingsHold = { arrive, released };
+      return {
+        arrived,
+        release: () => {
+          embeddingsHold = null;
+          release();
+        },
+      };
+    },
     close() {
       if (closed) return closed;
       closing = true;

@@ -1,0 +1,194 @@
+import { and, asc, eq, gt, lt, or, sql } from 'drizzle-orm';
+import type { Db, Executor } from '../db/database.ts';
+import { documents } from '../db/schema.ts';
+import { newId } from '../ids.ts';
+import type { Page } from '../projects/service.ts';
+import type { DocumentStatus } from '../../machines/document-status.ts';
+
+/** The Document resource, as the interface defines it. */
+export interface DocumentInfo {
+  id: string;
+  createdAt: string;
+  characterId: string;
+  name: string;
+  mimeType: string;
+  fileSize: number;
+  status: DocumentStatus;
+  chunkCount: number;
+  errorMessage: string | null;
+}
+
+/** A document as the queue sees it. */
+export interface QueuedDocument {
+  id: string;
+  projectId: string;
+  characterId: string;
+  mimeType: string;
+  status: DocumentStatus;
+  generation: number;
+  attempts: number;
+}
+
+type Row = typeof documents.$inferSelect;
+
+/** Every column but the original bytes, which only the worker that parses them reads. */
+const INFO_COLUMNS = {
+  id: documents.id,
+  projectId: documents.projectId,
+  characterId: documents.characterId,
+  name: documents.name,
+  mimeType: documents.mimeType,
+  fileSize: documents.fileSize,
+  status: documents.status,
+  chunkCount: documents.chunkCount,
+  errorMessage: documents.errorMessage,
+  generation: documents.generation,
+  attempts: documents.attempts,
+  createdAt: documents.createdAt,
+};
+
+type InfoRow = Pick<Row, keyof typeof INFO_COLUMNS>;
+
+export async function insertDocument(
+  db: Executor,
+  input: { projectId: string; characterId: string; name: string; mimeType: string; content: Uint8Array },
+): Promise<DocumentInfo> {
+  const [row] = await db
+    .insert(documents)
+    .values({
+      id: newId('document'),
+      projectId: input.projectId,
+      characterId: input.characterId,
+      name: input.name,
+      mimeType: input.mimeType,
+      fileSize: input.content.byteLength,
+      content: Buffer.from(input.content.buffer, input.content.byteOffset, input.content.byteLength),
+      status: 'pending',
+    })
+    .returning(INFO_COLUMNS);
+  if (!row) throw new Error('insert returned no row');
+  return toInfo(row);
+}
+
+export async function findDocument(db: Executor, projectId: string, characterId: string, id: string, lock = false): Promise<(DocumentInfo & QueuedDocument) | undefined> {
+  const query = db
+    .select(INFO_COLUMNS)
+    .from(documents)
+    .where(and(eq(documents.projectId, projectId), eq(documents.characterId, characterId), eq(documents.id, id)));
+  const [row] = lock ? await query.for('update') : await query;
+  return row ? { ...toInfo(row), ...toQueued(row) } : undefined;
+}
+
+export async function listDocuments(db: Executor, projectId: string, characterId: string, page: Page): Promise<DocumentInfo[]> {
+  const rows = await db
+    .select(INFO_COLUMNS)
+    .from(documents)
+    .where(and(eq(documents.projectId, projectId), eq(documents.characterId, characterId), page.after ? gt(documents.id, page.after) : undefined))
+    .orderBy(asc(documents.id))
+    .limit(page.limit);
+  return rows.map(toInfo);
+}
+
+export async function setStatus(
+  db: Executor,
+  id: string,
+  change: { status: DocumentStatus; chunkCount?: number; errorMessage?: string | null; bumpGeneration?: boolean },
+): Promise<DocumentInfo | undefined> {
+  const [row] = await db
+    .update(documents)
+    .set({
+      status: change.status,
+      ...(change.chunkCount === undefined ? {} : { chunkCount: change.chunkCount }),
+      ...(change.errorMessage === undefined ? {} : { errorMessage: change.errorMessage }),
+      ...(change.bumpGeneration ? { generation: sql`${documents.generation} + 1`, attempts: 0 } : {}),
+      leaseOwner: change.status === 'processing' ? undefined : null,
+      leaseExpiresAt: change.status === 'processing' ? undefined : null,
+      updatedAt: new Date(),
+    })
+    .where(eq(documents.id, id))
+    .returning(INFO_COLUMNS);
+  return row ? toInfo(row) : undefined;
+}
+
+export async function deleteDocumentRow(db: Executor, id: string): Promise<void> {
+  await db.delete(documents).where(eq(documents.id, id));
+}
+
+/**
+ * The next document to process, locked: a pending one, or one whose worker's lease ran out
+ * (its process died). SKIP LOCKED lets several processes claim different documents at once.
+ */
+export async function lockNextQueued(db: Executor): Promise<QueuedDocument | undefined> {
+  const [row] = await db
+    .select(INFO_COLUMNS)
+    .from(documents)
+    .where(or(eq(documents.status, 'pending'), and(eq(documents.status, 'processing'), lt(documents.leaseExpiresAt, sql`now()`))))
+    .orderBy(asc(documents.createdAt))
+    .limit(1)
+    .for('update', { skipLocked: true });
+  return row ? toQueued(row) : undefined;
+}
+
+export async function takeLease(db: Executor, id: string, owner: string, leaseMs: number): Promise<void> {
+  await db
+    .update(documents)
+    .set({
+      status: 'processing',
+      leaseOwner: owner,
+      leaseExpiresAt: sql`now() + make_interval(secs => ${leaseMs / 1000})`,
+      attempts: sql`${documents.attempts} + 1`,
+      updatedAt: new Date(),
+    })
+    .where(eq(documents.id, id));
+}
+
+/** Extends a lease; false when the work is no longer this worker's (deleted, reprocessed, taken over). */
+export async function renewLease(db: Db, id: string, owner: string, generation: number, leaseMs: number): Promise<boolean> {
+  const rows = await db
+    .update(documents)
+    .set({ leaseExpiresAt: sql`now() + make_interval(secs => ${leaseMs / 1000})` })
+    .where(and(eq(documents.id, id), eq(documents.leaseOwner, owner), eq(documents.generation, generation), eq(documents.status, 'processing')))
+    .returning({ id: documents.id });
+  return rows.length > 0;
+}
+
+/** Locks the document if this worker still owns its processing; undefined otherwise. */
+export async function lockOwned(db: Executor, id: string, owner: string, generation: number): Promise<QueuedDocument | undefined> {
+  const [row] = await db
+    .select(INFO_COLUMNS)
+    .from(documents)
+    .where(and(eq(documents.id, id), eq(documents.leaseOwner, owner), eq(documents.generation, generation), eq(documents.status, 'processing')))
+    .for('update');
+  return row ? toQueued(row) : undefined;
+}
+
+export async function readContent(db: Executor, id: string): Promise<Uint8Array | undefined> {
+  const [row] = await db.select({ content: documents.content }).from(documents).where(eq(documents.id, id));
+  return row?.content;
+}
+
+function toInfo(row: InfoRow): DocumentInfo {
+  return {
+    id: row.id,
+    createdAt: row.createdAt.toISOString(),
+    characterId: row.characterId,
+    name: row.name,
+    mimeType: row.mimeType,
+    fileSize: row.fileSize,
+    status: row.status as DocumentStatus,
+    chunkCount: row.chunkCount,
+    errorMessage: row.errorMessage,
+  };
+}
+
+function toQueued(row: InfoRow): QueuedDocument {
+  return {
+    id: row.id,
+    projectId: row.projectId,
+    characterId: row.characterId,
+    mimeType: row.mimeType,
+    status: row.status as DocumentStatus,
+    generation: row.generation,
+    attempts: row.attempts,
+  };
+}

@@ -1,0 +1,77 @@
+import busboy from 'busboy';
+import { TroupeError } from '../errors.ts';
+
+/** Room for the multipart framing and small fields around the file. */
+const FRAMING_ALLOWANCE = 1024 * 1024;
+
+export interface FilePart {
+  name: string;
+  /** The part's Content-Type, as the client declared it. */
+  declaredType: string | undefined;
+  bytes: Uint8Array;
+}
+
+/**
+ * Reads the one file part named `field` of a multipart/form-data body. More than `maxBytes` in
+ * it answers 413 the moment the limit is crossed: the rest of the body is never read (the
+ * engine then closes the connection). Other parts are skipped.
+ */
+export async function readFilePart(
+  headers: Readonly<Record<string, string>>,
+  body: AsyncIterable<Uint8Array>,
+  options: { field: string; maxBytes: number },
+): Promise<FilePart> {
+  const { field, maxBytes } = options;
+  const contentType = headers['content-type'] ?? '';
+  if (!/^multipart\/form-data\s*;/i.test(contentType)) {
+    throw new TroupeError('invalid_request', `Send the file as multipart/form-data with a part named '${field}'.`, { param: field });
+  }
+  const declaredLength = Number(headers['content-length']);
+  if (Number.isFinite(declaredLength) && declaredLength > maxBytes + FRAMING_ALLOWANCE) throw tooLarge(maxBytes);
+
+  let parser: busboy.Busboy;
+  try {
+    parser = busboy({ headers: { 'content-type': contentType }, limits: { files: 1, fileSize: maxBytes, fields: 20, fieldSize: 64 * 1024, parts: 40 } });
+  } catch {
+    throw new TroupeError('invalid_request', 'The multipart body has no boundary in its Content-Type.', { param: field });
+  }
+  let failure: TroupeError | null = null;
+  let file: FilePart | null = null;
+  const finished = new Promise<void>((resolve) => {
+    parser.on('file', (name, stream, info) => {
+      if (name !== field || file) {
+        stream.resume();
+        return;
+      }
+      const chunks: Buffer[] = [];
+      stream.on('data', (chunk: Buffer) => chunks.push(chunk));
+      stream.on('limit', () => {
+        failure ??= tooLarge(maxBytes);
+        resolve();
+      });
+      stream.on('end', () => {
+        if (!failure) file = { name: info.filename || 'upload', declaredType: info.mimeType || undefined, bytes: Buffer.concat(chunks) };
+      });
+    });
+    parser.on('close', () => resolve());
+    parser.on('error', () => {
+      failure ??= new TroupeError('invalid_request', 'The multipart body is malformed.', { param: field });
+      resolve();
+    });
+  });
+
+  for await (const chunk of body) {
+    if (failure) break;
+    // busboy parses synchronously inside write(); backpressure comes from our body queue.
+    parser.write(chunk);
+  }
+  if (!failure) parser.end();
+  await finished;
+  if (failure) throw failure;
+  if (!file) throw new TroupeError('invalid_request', `The multipart body has no file part named '${field}'.`, { param: field });
+  return file;
+}
+
+function tooLarge(maxBytes: number): TroupeError {
+  return new TroupeError('payload_too_large', `The file is larger than the ${Math.round(maxBytes / (1024 * 1024))} MB limit.`, { param: 'file' });
+}
