@@ -79,4 +79,16 @@ describe('detectDocumentType: refused files', () => {
   it('still sniffs a truncated PNG as PNG (the parser reports the damage)', () => {
     expect(detectDocumentType(pngHeader(10, 10).subarray(0, 12), 'image/png', 'a.png')).toEqual({ ok: true, mimeType: 'image/png' });
   });
+
+  it('judges text by its first 64 KiB, so a 50 MB upload is not scanned on the main thread', () => {
+    const long = new Uint8Array(200 * 1024).fill(0x61);
+    // A two-byte character cut by the 64 KiB boundary is not mistaken for invalid UTF-8.
+    long.set([0xc3, 0xa9], 64 * 1024 - 1);
+    expect(detectDocumentType(long, 'text/plain', 'a.txt')).toEqual({ ok: true, mimeType: 'text/plain' });
+    // Bytes past the prefix are the parse worker's to check (it decodes strictly).
+    long.set([0xff, 0x00], 150 * 1024);
+    expect(detectDocumentType(long, 'text/plain', 'a.txt')).toEqual({ ok: true, mimeType: 'text/plain' });
+    long.set([0x00], 10);
+    expect(detectDocumentType(long, 'text/plain', 'a.txt').ok).toBe(false);
+  });
 });
