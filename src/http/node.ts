@@ -102,6 +102,7 @@ async function serve(req: IncomingMessage, res: ServerResponse, options: HttpEng
   }
   // A body we stopped reading (413, or a route that ignores it) must not be parsed as the next request.
   if (reply.closeConnection || !body.complete) reply.headers.connection = 'close';
+  if (!body.complete) lingerOnClose(res);
   reply.headers['content-length'] = String(typeof reply.body === 'string' ? Buffer.byteLength(reply.body) : reply.body.byteLength);
   res.writeHead(reply.status, STATUS_CODES[reply.status] ?? '', reply.headers);
   res.end(reply.body);
@@ -211,6 +212,30 @@ function refuseUpgrade(socket: Socket, reply: BufferedReply): void {
   for (const [name, value] of Object.entries(reply.headers)) head.push(`${name}: ${value}`);
   head.push(`content-length: ${body.byteLength}`, 'connection: close', '', '');
   socket.end(Buffer.concat([Buffer.from(head.join('\r\n')), body]));
+}
+
+/** How long a closing connection keeps discarding what the client still sends. */
+const LINGER_MS = 5_000;
+
+/**
+ * Lingering close for a reply sent before the request body ended (e.g. 413): closing at once
+ * with unread bytes in flight makes the kernel reset the connection, and the client may lose
+ * the reply. Instead the write side is closed after the reply and incoming bytes are discarded
+ * (never buffered) until the client closes or LINGER_MS passes.
+ */
+function lingerOnClose(res: ServerResponse): void {
+  const socket = res.socket;
+  if (!socket) return;
+  // node:http calls destroySoon() once a `connection: close` reply has been written.
+  socket.destroySoon = function lingeringClose(this: Socket) {
+    this.end();
+    const timer = setTimeout(() => this.destroy(), LINGER_MS);
+    timer.unref();
+    this.once('close', () => clearTimeout(timer));
+    this.once('end', () => this.destroy());
+    this.on('data', () => {});
+    this.resume();
+  };
 }
 
 function pathOf(req: IncomingMessage): string {
