@@ -1,0 +1,90 @@
+/** Markdown tables for the documents benchmark; several runs of one row show as `a / b`. */
+import type { ExtractResult } from './extract.ts';
+import type { IngestFile, IngestResult } from './ingest.ts';
+import type { RetrievalResult } from './retrieval.ts';
+
+function table(header: string[], rows: string[][]): string {
+  const align = header.map((_, i) => (i === 0 ? '---' : '---:'));
+  return [header, align, ...rows].map((cells) => `| ${cells.join(' | ')} |`).join('\n');
+}
+
+const f = (v: number | null | undefined, digits = 1) => (v === null || v === undefined || !Number.isFinite(v) ? 'n/a' : v.toFixed(digits));
+
+/** Rows with the same key, in first-seen order, and the `a / b` join of a column over them. */
+function grouped<T>(items: T[], key: (item: T) => string): T[][] {
+  const groups = new Map<string, T[]>();
+  for (const item of items) {
+    const k = key(item);
+    const group = groups.get(k);
+    if (group) group.push(item);
+    else groups.set(k, [item]);
+  }
+  return [...groups.values()];
+}
+const runs = <T>(group: T[], cell: (item: T) => string) => group.map(cell).join(' / ');
+
+export function formatExtract(results: ExtractResult[]): string {
+  const rows = grouped(results, (r) => r.id).map((g) => {
+    const first = g[0]!;
+    const pages = first.pages !== null;
+    return [
+      first.id,
+      `${(first.bytes / 1_048_576).toFixed(1)} MiB`,
+      runs(g, (r) => f(r.coldMs, 0)),
+      runs(g, (r) => (pages ? `${f(r.coldPagesPerSec, 0)} p/s` : `${f(r.coldMBps)} MB/s`)),
+      runs(g, (r) => (pages ? `${f(r.warmPagesPerSec, 0)} p/s (${f(r.warmMBps, 2)} MB/s)` : `${f(r.warmMBps)} MB/s`)),
+      `${first.chunks}`,
+      runs(g, (r) => f(r.chunkMs, 0)),
+    ];
+  });
+  return `### (a) Extraction through ParserPool (1 worker; per run: cold = fresh pool incl. worker start, warm = median of the next parses)\n\n${table(
+    ['file', 'size', 'cold ms', 'cold throughput', 'warm throughput', 'chunks', 'chunkSections ms (main thread)'],
+    rows,
+  )}`;
+}
+
+export function formatIngest(results: IngestResult[], files: IngestFile[]): string {
+  const size = (id: string) => `${((files.find((x) => x.id === id)?.bytes ?? 0) / 1_048_576).toFixed(1)} MiB`;
+  const rows = grouped(results, (r) => `${r.file}|${r.backend}|${r.mode}`).map((g) => {
+    const first = g[0]!;
+    return [
+      `${first.file} ${size(first.file)}`,
+      first.backend,
+      first.mode,
+      runs(g, (r) => (r.status === 'ready' ? String(r.chunkCount) : r.status)),
+      runs(g, (r) => `${f(r.uploadMs / 1000)} + ${f(r.processMs / 1000)}`),
+      runs(g, (r) => f(r.idle.p99)),
+      runs(g, (r) => f(r.loop.p50)),
+      runs(g, (r) => f(r.loop.p99)),
+      runs(g, (r) => f(r.loop.max, 0)),
+      runs(g, (r) => `${r.loop.stallCount} (${f(r.loop.stalledMs / 1000)} s)`),
+      runs(g, (r) => (r.healthz ? `${f(r.healthz.p50)}, ${f(r.healthz.p99)}, ${f(r.healthz.max, 0)}` : '-')),
+      runs(g, (r) => r.loop.stalls.slice(0, 3).map(([, ms]) => ms).join(',') || '-'),
+    ];
+  });
+  return `### (b) Ingestion end to end: main-thread event-loop delay (goal p99 < 20 ms)\n\n${table(
+    ['file', 'backend', 'mode', 'chunks', 'upload + processing s', 'idle loop p99 ms', 'loop p50 ms', 'loop p99 ms', 'loop max ms', 'stalls > 20 ms: count (time)', 'GET /healthz p50, p99, max ms', 'longest stalls ms'],
+    rows,
+  )}`;
+}
+
+export function formatRetrieval(results: RetrievalResult[]): string {
+  const rows: string[][] = [];
+  for (const r of results) {
+    for (const [kind, passes] of Object.entries(r.latency)) {
+      rows.push([
+        kind,
+        r.backend,
+        String(r.chunks),
+        runs(passes, (s) => f(s.p50, 2)),
+        runs(passes, (s) => f(s.p99, 2)),
+        f(r.hits[kind], 1),
+      ]);
+    }
+  }
+  const fills = results.map((r) => `${r.backend}: ${r.chunks} chunks in ${f(r.fillMs / 1000, 0)} s (${f(r.chunksPerSec, 0)} chunks/s, vectors ${r.vectors})`).join('; ');
+  return `### (c) Retrieval: DocumentIndex.search, top 6, one character (goal p99 <= 5 ms)\n\n${table(
+    ['query', 'backend', 'N chunks', 'p50 ms', 'p99 ms', 'results/query'],
+    rows,
+  )}\n\nFill: ${fills}.`;
+}
