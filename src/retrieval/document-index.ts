@@ -4,6 +4,7 @@ import type { Db, Executor } from '../db/database.ts';
 import type { Chunk } from '../documents/chunker.ts';
 import { newId } from '../ids.ts';
 import { prepareVectorSearch, rowsOf } from './pgvector-setup.ts';
+import { queryTerms } from './query-terms.ts';
 
 export interface DocumentIndex {
   readonly vectors: boolean; // false: full-text only (no pgvector or no embeddings backend)
@@ -89,15 +90,23 @@ export class PostgresDocumentIndex implements DocumentIndex {
     const scope = sql`c.project_id = ${query.projectId} and c.character_id = ${query.characterId}
       and exists (select 1 from documents d where d.id = c.document_id and d.status = 'ready')`;
     const lists: SQL[] = [];
-    const words = query.text.match(/[\p{L}\p{N}]+/gu) ?? [];
-    if (words.length > 0) {
-      // Any of the words, not all: a player's question rarely repeats a passage word for word.
-      // websearch_to_tsquery never fails on user input, and reads "a or b" as either word.
-      const tsquery = sql`websearch_to_tsquery('simple', ${words.join(' or ')})`;
-      lists.push(sql`select id, row_number() over (order by rank desc, id) as position from (
-        select c.id, ts_rank(c.tsv, ${tsquery}) as rank from document_chunks c
-        where ${scope} and c.tsv @@ ${tsquery}
-        order by rank desc, c.id limit ${candidates}) as text_hits`);
+    const terms = queryTerms(query.text);
+    if (terms.length > 0) {
+      // All of the words first: precise, and cheap because few chunks match. Only when that
+      // finds too little, any of them (a question rarely repeats a passage word for word).
+      const textHits = async (operator: ' ' | ' or ') => {
+        const tsquery = sql`websearch_to_tsquery('simple', ${terms.join(operator)})`;
+        const rows = await this.#db.execute(sql`select c.id from document_chunks c
+          where ${scope} and c.tsv @@ ${tsquery}
+          order by ts_rank(c.tsv, ${tsquery}) desc, c.id limit ${candidates}`);
+        return rowsOf<{ id: string }>(rows).map((row) => row.id);
+      };
+      let hits = terms.length > 1 ? await textHits(' ') : [];
+      if (hits.length < query.limit) hits = await textHits(' or ');
+      if (hits.length > 0) {
+        const rows = hits.map((id, i) => sql`(${id}::text, ${i + 1}::int)`);
+        lists.push(sql`select id, position from (values ${sql.join(rows, sql`, `)}) as text_hits(id, position)`);
+      }
     }
     const vector = this.#embeddingColumn ? query.embedding : null;
     if (vector && vector.length > 0) {
