@@ -20,7 +20,12 @@ export interface ConversationActorsDeps {
 /** Conversations whose project and character are known, so warm sends skip a lookup. */
 const KNOWN_MAX = 10_000;
 const QUICK_CALL_MS = 5_000;
-const ATTEMPTS = 3;
+/**
+ * An actor found while it is being disposed answers `retry`; its disposal takes milliseconds,
+ * after which the next attempt makes a new one. Attempts back off up to about two seconds.
+ */
+const ATTEMPTS = 12;
+const backOff = (attempt: number) => new Promise((resolve) => setTimeout(resolve, Math.min(10 * 2 ** attempt, 400)));
 
 /**
  * How the HTTP routes, the conversation WebSocket and matchmaking reach conversation actors:
@@ -55,7 +60,10 @@ export class ConversationActors {
         this.#deps.system.call<Envelope<ExchangeResult>>(conversation.id, 'exchange', [projectId, content, surface], this.#deps.replyTimeoutMs),
       );
       if (!replied.ok && 'retry' in replied) {
-        if (attempt < ATTEMPTS) continue;
+        if (attempt < ATTEMPTS) {
+          await backOff(attempt);
+          continue;
+        }
         throw busy();
       }
       return unwrap(replied);
@@ -78,7 +86,10 @@ export class ConversationActors {
         const queued = await this.#inOrder(projectId, conversationId, (conversation) =>
           this.#deps.system.call<Envelope<null>>(conversation.id, 'analyse', [projectId, question, channel], QUICK_CALL_MS),
         );
-        if (!queued.ok && 'retry' in queued && attempt < ATTEMPTS) continue;
+        if (!queued.ok && 'retry' in queued && attempt < ATTEMPTS) {
+          await backOff(attempt);
+          continue;
+        }
         if (!queued.ok && 'retry' in queued) throw busy();
         unwrap(queued);
         break;
