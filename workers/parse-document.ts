@@ -5,12 +5,19 @@ import { markdownToSections } from '../src/documents/markdown-sections.ts';
 import { toParseResult } from '../src/documents/parsers/parsed.ts';
 import { SectionBuilder } from '../src/documents/section-builder.ts';
 import type { DocumentMimeType, ParseLimits, ParseResult } from '../src/documents/types.ts';
+import { chunkSections, type Chunk, type ChunkOptions } from '../src/documents/chunker.ts';
 
 export interface ParseTask {
   bytes: Uint8Array;
   mimeType: DocumentMimeType;
   limits: ParseLimits;
 }
+
+export interface ExtractTask extends ParseTask {
+  chunking: ChunkOptions;
+}
+
+export type ExtractResult = { ok: true; chunks: Chunk[]; pages: number | null } | { ok: false; error: string };
 
 const NO_TEXT = 'The file has no text to read. Check that it is the right file.';
 
@@ -58,3 +65,14 @@ export default async function parseDocument(task: ParseTask): Promise<ParseResul
       return textFormat(task);
   }
 }
+
+/**
+ * Parse and chunk in one task, so chunking a large document (a tenth of a second or more for
+ * tens of megabytes) also stays off the main thread, and only the chunks travel back.
+ */
+export async function extractChunks(task: ExtractTask): Promise<ExtractResult> {
+  const parsed = await parseDocument(task);
+  if (!parsed.ok) return parsed;
+  return { ok: true, chunks: chunkSections(parsed.sections, task.chunking), pages: parsed.pages };
+}
+

@@ -3,7 +3,8 @@
 // resolves as {ok:false} with a reason, so a hostile file costs one worker, never the process.
 import { Piscina } from 'piscina';
 import type { DocumentMimeType, ParseLimits, ParseResult } from '../src/documents/types.ts';
-import type { ParseTask } from './parse-document.ts';
+import type { ChunkOptions } from '../src/documents/chunker.ts';
+import type { ExtractResult, ExtractTask, ParseTask } from './parse-document.ts';
 
 export interface ParserPoolOptions {
   maxThreads: number;
@@ -35,7 +36,7 @@ function transferable(bytes: Uint8Array): { bytes: Uint8Array; transfer: ArrayBu
 }
 
 export class ParserPool {
-  private readonly pool: Piscina<ParseTask, ParseResult>;
+  private readonly pool: Piscina<ParseTask | ExtractTask, ParseResult | ExtractResult>;
   private readonly timeoutMs: number;
   private readonly limits: ParseLimits;
 
@@ -61,12 +62,21 @@ export class ParserPool {
    * ArrayBuffer it is transferred to the worker and is detached (empty) here afterwards.
    */
   async parse(bytes: Uint8Array, mimeType: DocumentMimeType, signal?: AbortSignal): Promise<ParseResult> {
+    return (await this.#run({ bytes, mimeType, limits: this.limits }, 'default', signal)) as ParseResult;
+  }
+
+  /** Parses and chunks in the worker: only the chunks come back. Same ownership rule as parse(). */
+  async extract(bytes: Uint8Array, mimeType: DocumentMimeType, chunking: ChunkOptions, signal?: AbortSignal): Promise<ExtractResult> {
+    return (await this.#run({ bytes, mimeType, limits: this.limits, chunking }, 'extractChunks', signal)) as ExtractResult;
+  }
+
+  async #run(task: ParseTask | ExtractTask, name: string, signal: AbortSignal | undefined): Promise<ParseResult | ExtractResult> {
     const deadline = AbortSignal.timeout(this.timeoutMs);
-    const moved = transferable(bytes);
+    const moved = transferable(task.bytes);
     try {
       return await this.pool.run(
-        { bytes: moved.bytes, mimeType, limits: this.limits },
-        { signal: signal ? AbortSignal.any([signal, deadline]) : deadline, transferList: moved.transfer },
+        { ...task, bytes: moved.bytes },
+        { name, signal: signal ? AbortSignal.any([signal, deadline]) : deadline, transferList: moved.transfer },
       );
     } catch (error) {
       if (deadline.aborted) return { ok: false, error: TOO_SLOW };

@@ -7,7 +7,6 @@ import type { DocumentIndex } from '../retrieval/document-index.ts';
 import type { Embedder } from '../retrieval/embeddings.ts';
 import type { ParserPool } from '../../workers/parser-pool.ts';
 import { documentStep, type DocumentEvent } from '../../machines/document-status.ts';
-import { chunkSections } from './chunker.ts';
 import { lockNextQueued, lockOwned, readContent, renewLease, setStatus, takeLease, type QueuedDocument } from './repository.ts';
 import { DOCUMENTS_CHANNEL } from './service.ts';
 
@@ -185,9 +184,10 @@ export class DocumentProcessor {
     const { database, pool, embedder, index, options } = this.#deps;
     const bytes = await readContent(database.db, doc.id);
     if (!bytes) return { event: 'fail', error: 'The document has no stored content.' };
-    const parsed = await pool.parse(bytes, doc.mimeType as Parameters<ParserPool['parse']>[1], signal);
-    if (!parsed.ok) return { event: 'fail', error: parsed.error };
-    const chunks = chunkSections(parsed.sections, options.chunking);
+    // Parsed and chunked in the worker pool: none of it runs on this thread.
+    const extracted = await pool.extract(bytes, doc.mimeType as Parameters<ParserPool['extract']>[1], options.chunking, signal);
+    if (!extracted.ok) return { event: 'fail', error: extracted.error };
+    const { chunks } = extracted;
     if (chunks.length === 0) {
       return { event: 'fail', error: doc.mimeType.startsWith('image/') ? 'No text was recognised in the image.' : 'The document contains no text.' };
     }

@@ -52,6 +52,18 @@ describe('ParserPool', () => {
     expect(result.sections.at(-1)!.text).toContain('The ledger of page 200');
   });
 
+  it('parses and chunks in the worker, sending back only the chunks', async () => {
+    const markdown = ['# Harbour', '', 'Boats leave at dawn.', '', '## Fees', '', 'Mooring costs two silver a night.'].join('\n');
+    const result = await pool.extract(new TextEncoder().encode(markdown), 'text/markdown', { maxTokens: 100, overlapTokens: 10 });
+    expect(result.ok).toBe(true);
+    if (!result.ok) return;
+    expect(result.chunks.map((c) => [c.headingPath, c.content])).toEqual([
+      [['Harbour'], expect.stringContaining('Boats leave at dawn.')],
+      [['Harbour', 'Fees'], expect.stringContaining('Mooring costs two silver a night.')],
+    ]);
+    expect(await pool.extract(new Uint8Array([0xff, 0xfe, 0x00]), 'text/plain', { maxTokens: 100, overlapTokens: 10 })).toMatchObject({ ok: false });
+  });
+
   it('parses a DOCX and reads a PNG by OCR, offline', async () => {
     const docx = await pool.parse(await makeDocx([{ heading: 'Harbour', level: 1 }, 'Ships dock here.']), DOCX);
     expect(docx).toEqual({ ok: true, pages: null, sections: [{ text: 'Ships dock here.', page: null, headingPath: ['Harbour'] }] });
