@@ -173,7 +173,6 @@ export const documents = pgTable(
     name: text('name').notNull(),
     mimeType: text('mime_type').notNull(),
     fileSize: integer('file_size').notNull(),
-    content: bytea('content').notNull(),
     /** One of machines/document-status.ts' statuses. */
     status: text('status').notNull().default('pending'),
     chunkCount: integer('chunk_count').notNull().default(0),
@@ -187,6 +186,23 @@ export const documents = pgTable(
     updatedAt: timestamp('updated_at', { withTimezone: true, mode: 'date' }).notNull().defaultNow(),
   },
   (t) => [index('documents_queue_idx').on(t.status, t.leaseExpiresAt), index('documents_character_idx').on(t.characterId, t.id)],
+);
+
+/**
+ * A document's original bytes, in pieces of at most 1 MiB. PostgreSQL takes `bytea` as hex
+ * text, and building one 100 MB statement for a 50 MB file held the event loop for a second;
+ * pieces keep each statement small.
+ */
+export const documentParts = pgTable(
+  'document_parts',
+  {
+    documentId: text('document_id')
+      .notNull()
+      .references(() => documents.id, { onDelete: 'cascade' }),
+    part: integer('part').notNull(),
+    bytes: bytea('bytes').notNull(),
+  },
+  (t) => [primaryKey({ columns: [t.documentId, t.part] })],
 );
 
 export const documentChunks = pgTable(

@@ -1,6 +1,6 @@
 import { and, asc, eq, gt, lt, or, sql } from 'drizzle-orm';
 import type { Db, Executor } from '../db/database.ts';
-import { documents } from '../db/schema.ts';
+import { documentParts, documents } from '../db/schema.ts';
 import { newId } from '../ids.ts';
 import type { Page } from '../projects/service.ts';
 import type { DocumentStatus } from '../../machines/document-status.ts';
@@ -62,11 +62,15 @@ export async function insertDocument(
       name: input.name,
       mimeType: input.mimeType,
       fileSize: input.content.byteLength,
-      content: Buffer.from(input.content.buffer, input.content.byteOffset, input.content.byteLength),
       status: 'pending',
     })
     .returning(INFO_COLUMNS);
   if (!row) throw new Error('insert returned no row');
+  const { content } = input;
+  for (let part = 0, offset = 0; offset < content.byteLength; part++, offset += CONTENT_PIECE_BYTES) {
+    const piece = content.subarray(offset, offset + CONTENT_PIECE_BYTES);
+    await db.insert(documentParts).values({ documentId: row.id, part, bytes: Buffer.from(piece.buffer, piece.byteOffset, piece.byteLength) });
+  }
   return toInfo(row);
 }
 
@@ -162,9 +166,25 @@ export async function lockOwned(db: Executor, id: string, owner: string, generat
   return row ? toQueued(row) : undefined;
 }
 
+/** Bytes of the original per stored part (see `documentParts`). */
+const CONTENT_PIECE_BYTES = 1024 * 1024;
+
+/** The original bytes, read a part at a time so no single statement is large. */
 export async function readContent(db: Executor, id: string): Promise<Uint8Array | undefined> {
-  const [row] = await db.select({ content: documents.content }).from(documents).where(eq(documents.id, id));
-  return row?.content;
+  const [row] = await db.select({ size: documents.fileSize }).from(documents).where(eq(documents.id, id));
+  if (!row) return undefined;
+  const whole = new Uint8Array(row.size);
+  let offset = 0;
+  for (let part = 0; offset < row.size; part++) {
+    const [piece] = await db
+      .select({ bytes: documentParts.bytes })
+      .from(documentParts)
+      .where(and(eq(documentParts.documentId, id), eq(documentParts.part, part)));
+    if (!piece) return undefined; // deleted meanwhile
+    whole.set(piece.bytes, offset);
+    offset += piece.bytes.byteLength;
+  }
+  return whole;
 }
 
 function toInfo(row: InfoRow): DocumentInfo {

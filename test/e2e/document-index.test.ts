@@ -53,7 +53,7 @@ async function newOwner(db: Db): Promise<Owner> {
 
 async function newDocument(db: Db, owner: Owner, status = 'ready'): Promise<{ id: string } & Owner> {
   const id = newId('document');
-  await db.insert(documents).values({ id, ...owner, name: 'notes.txt', mimeType: 'text/plain', fileSize: 1, content: new Uint8Array([1]), status });
+  await db.insert(documents).values({ id, ...owner, name: 'notes.txt', mimeType: 'text/plain', fileSize: 1, status });
   return { id, ...owner };
 }
 
