@@ -6,6 +6,14 @@ import { TroupeError } from '../src/errors.ts';
 
 type MatchMakerDriver = matchMaker.MatchMakerDriver;
 
+/** The room was disposed between finding it and calling it; make it again and retry. */
+export class RoomGone extends Error {
+  override name = 'RoomGone';
+  constructor(roomId: string) {
+    super(`room ${roomId} is gone`);
+  }
+}
+
 export interface ActorSystemOptions {
   /** Shared presence and room registry for several processes; in-process when absent. */
   redisUrl: string | undefined;
@@ -102,9 +110,17 @@ export class ActorSystem {
     throw new TroupeError('service_unavailable', 'The conversation is busy starting elsewhere; try again.');
   }
 
-  /** Calls `method` on the room wherever it runs (directly when it runs here). */
-  call<T>(roomId: string, method: string, args: unknown[], timeoutMs: number): Promise<T> {
-    return matchMaker.remoteRoomCall(roomId, method, args, timeoutMs) as Promise<T>;
+  /**
+   * Calls `method` on the room wherever it runs (directly when it runs here). A room listed as
+   * this process's but no longer in it is being disposed: that is `RoomGone` at once, rather
+   * than a call over presence that nothing would ever answer.
+   */
+  async call<T>(roomId: string, method: string, args: unknown[], timeoutMs: number): Promise<T> {
+    if (!matchMaker.getLocalRoomById(roomId)) {
+      const listing = await matchMaker.getRoomById(roomId);
+      if (!listing || listing.processId === matchMaker.processId) throw new RoomGone(roomId);
+    }
+    return (await matchMaker.remoteRoomCall(roomId, method, args, timeoutMs)) as T;
   }
 
   /** True when the room runs somewhere (this process or another). */

@@ -3,7 +3,7 @@ import type { ConversationEvent } from '../src/conversations/events.ts';
 import type { Conversation } from '../src/conversations/repository.ts';
 import type { ConversationService, ExchangeResult } from '../src/conversations/service.ts';
 import { TroupeError } from '../src/errors.ts';
-import type { ActorSystem } from './actor-system.ts';
+import { RoomGone, type ActorSystem } from './actor-system.ts';
 import type { ConversationEvents } from './conversation-events.ts';
 import type { AnalysisEvent, ConversationRoomOptions, Surface } from './conversation-room.ts';
 import { unwrap, type Envelope } from './envelope.ts';
@@ -57,7 +57,7 @@ export class ConversationActors {
   async send(projectId: string, conversationId: string, content: string, surface: Surface): Promise<ExchangeResult> {
     for (let attempt = 1; ; attempt++) {
       const replied = await this.#inOrder(projectId, conversationId, (conversation) =>
-        this.#deps.system.call<Envelope<ExchangeResult>>(conversation.id, 'exchange', [projectId, content, surface], this.#deps.replyTimeoutMs),
+        retryIfGone(this.#deps.system.call<Envelope<ExchangeResult>>(conversation.id, 'exchange', [projectId, content, surface], this.#deps.replyTimeoutMs)),
       );
       if (!replied.ok && 'retry' in replied) {
         if (attempt < ATTEMPTS) {
@@ -84,7 +84,7 @@ export class ConversationActors {
     try {
       for (let attempt = 1; ; attempt++) {
         const queued = await this.#inOrder(projectId, conversationId, (conversation) =>
-          this.#deps.system.call<Envelope<null>>(conversation.id, 'analyse', [projectId, question, channel], QUICK_CALL_MS),
+          retryIfGone(this.#deps.system.call<Envelope<null>>(conversation.id, 'analyse', [projectId, question, channel], QUICK_CALL_MS)),
         );
         if (!queued.ok && 'retry' in queued && attempt < ATTEMPTS) {
           await backOff(attempt);
@@ -155,6 +155,14 @@ export class ConversationActors {
       return (await issued).pending;
     }
   }
+}
+
+/** A room disposed between finding and calling it answers like one being disposed: retry. */
+function retryIfGone<T>(call: Promise<Envelope<T>>): Promise<Envelope<T>> {
+  return call.catch((err: unknown) => {
+    if (err instanceof RoomGone) return { ok: false, retry: true };
+    throw err;
+  });
 }
 
 function busy(): TroupeError {
