@@ -5,7 +5,7 @@ export interface TestSocket {
   send(message: unknown): void;
   /** The next server event (optionally of one type, skipping others), waiting for it if needed. */
   next(type?: string): Promise<Record<string, unknown>>;
-  /** Collects chunk events until one with done: true; returns the text. */
+  /** Collects chunk events until one with done: true; returns the text. Throws on an `error` event. */
   reply(): Promise<string>;
   close(): Promise<void>;
 }
@@ -35,7 +35,10 @@ export function openSocket(url: string): Promise<TestSocket> {
     async reply() {
       let text = '';
       for (;;) {
-        const event = await socket.next('chunk');
+        const event = await take();
+        // A failed reply never sends `done`: fail with its message rather than wait forever.
+        if (event.type === 'error') throw new Error(`error event while waiting for a reply: ${String(event.message)}`);
+        if (event.type !== 'chunk') continue;
         text += String(event.content);
         if (event.done === true) return text;
       }
