@@ -38,6 +38,8 @@ export function buildOpenApi(routes: readonly Route[], version: string): Record<
         required: true,
         content: { 'application/json': { schema: toSchema(route.body, 'input') } },
       };
+    } else if (route.rawRequest) {
+      operation.requestBody = { required: true, content: { [route.rawRequest.contentType]: { schema: route.rawRequest.schema } } };
     }
     (paths[path] ??= {})[route.method.toLowerCase()] = operation;
   }

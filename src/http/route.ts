@@ -44,6 +44,8 @@ export interface RouteDefinition<P extends z.ZodType, Q extends z.ZodType, B ext
   body?: B;
   /** Documented success reply. */
   response: { status: number; schema?: z.ZodType; description: string; contentType?: string };
+  /** A body the route reads itself (`rawBody`), documented as this content type and JSON schema. */
+  rawRequest?: RawRequestDoc;
   /** Documented error statuses besides 400/401/500, which every API route can answer. */
   errors?: readonly number[];
   handler: (ctx: RouteContext<z.infer<P>, z.infer<Q>, z.infer<B>>) => Promise<RouteResult>;
@@ -52,6 +54,11 @@ export interface RouteDefinition<P extends z.ZodType, Q extends z.ZodType, B ext
    * `?token=`), plain requests get `handler`. Throwing refuses the upgrade with that error.
    */
   websocket?: (ctx: RouteContext<z.infer<P>, z.infer<Q>, undefined>) => Promise<WebSocketHandler>;
+}
+
+export interface RawRequestDoc {
+  contentType: string;
+  schema: Record<string, unknown>;
 }
 
 /** A route with its types erased, as the router stores it. */
@@ -65,6 +72,7 @@ export interface Route {
   query: z.ZodType | undefined;
   body: z.ZodType | undefined;
   response: { status: number; schema?: z.ZodType; description: string; contentType?: string };
+  rawRequest: RawRequestDoc | undefined;
   errors: readonly number[];
   handler: (ctx: RouteContext<unknown, unknown, unknown>) => Promise<RouteResult>;
   websocket: ((ctx: RouteContext<unknown, unknown, undefined>) => Promise<WebSocketHandler>) | undefined;
@@ -86,5 +94,6 @@ export function defineRoute<P extends z.ZodType = z.ZodType, Q extends z.ZodType
     errors: definition.errors ?? [],
     handler: definition.handler as Route['handler'],
     websocket: definition.websocket as Route['websocket'],
+    rawRequest: definition.rawRequest,
   };
 }

@@ -153,6 +153,9 @@ describe.each(BACKENDS)(`HTTP layer (engine ${HTTP_ENGINE}) on $kind`, (backend)
     expect(doc.components.schemas.Capability.properties.type.enum).toContain('server_function_call');
     expect(create.security).toEqual([{ apiKey: [] }]);
     expect(doc.paths['/characters/{characterId}'].get.parameters[0]).toMatchObject({ name: 'characterId', in: 'path', required: true });
+    const upload = doc.paths['/characters/{characterId}/documents'].post;
+    expect(upload.requestBody.content['multipart/form-data'].schema.required).toEqual(['file']);
+    expect(Object.keys(upload.responses)).toEqual(expect.arrayContaining(['202', '413', '415']));
   });
 });
 

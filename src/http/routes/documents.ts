@@ -35,6 +35,14 @@ export const documentRoutes = [
     summary: 'Upload a document (multipart/form-data, part `file`, at most 50 MB); processed asynchronously',
     params: CharacterParams,
     response: { status: 202, schema: DocumentSchema, description: 'The document, pending processing' },
+    rawRequest: {
+      contentType: 'multipart/form-data',
+      schema: {
+        type: 'object',
+        required: ['file'],
+        properties: { file: { type: 'string', format: 'binary', description: 'PDF, DOCX, text, Markdown, HTML, PNG, JPEG or WebP; at most 50 MB' } },
+      },
+    },
     errors: [404, 413, 415],
     handler: async ({ params, principal, resources, headers, rawBody }) => {
       // A missing character answers 404 before a byte of the file is read.
