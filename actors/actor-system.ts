@@ -6,6 +6,12 @@ import { TroupeError } from '../src/errors.ts';
 
 type MatchMakerDriver = matchMaker.MatchMakerDriver;
 
+/** A room found by `find` or `ensureRoom`: which process runs it. */
+export interface RoomRef {
+  roomId: string;
+  processId: string;
+}
+
 /** The room was disposed between finding it and calling it; make it again and retry. */
 export class RoomGone extends Error {
   override name = 'RoomGone';
@@ -32,7 +38,7 @@ export class ActorSystem {
   readonly presence: Presence;
   readonly #driver: MatchMakerDriver;
   readonly #options: ActorSystemOptions;
-  readonly #creating = new Map<string, Promise<void>>();
+  readonly #creating = new Map<string, Promise<RoomRef>>();
   #users = 0;
   #roomTypes = 0;
 
@@ -82,27 +88,38 @@ export class ActorSystem {
    * in this process share one attempt; across processes a short Redis lock makes one of them
    * create it (Colyseus' Redis driver has no atomic insert, so two creates would both succeed).
    */
-  async ensureRoom(roomName: string, roomId: string, options: Record<string, unknown>): Promise<void> {
-    if (await matchMaker.getRoomById(roomId)) return;
+  async ensureRoom(roomName: string, roomId: string, options: Record<string, unknown>): Promise<RoomRef> {
+    const found = await this.find(roomId);
+    if (found) return found;
     let attempt = this.#creating.get(roomId);
     if (!attempt) {
       attempt = this.#create(roomName, roomId, options).finally(() => this.#creating.delete(roomId));
       this.#creating.set(roomId, attempt);
     }
-    await attempt;
+    return attempt;
   }
 
-  async #create(roomName: string, roomId: string, options: Record<string, unknown>): Promise<void> {
+  /** Where the room runs, if anywhere: no I/O when it runs here. */
+  async find(roomId: string): Promise<RoomRef | undefined> {
+    if (matchMaker.getLocalRoomById(roomId)) return { roomId, processId: matchMaker.processId };
+    const listing = await matchMaker.getRoomById(roomId);
+    return listing ? { roomId, processId: listing.processId } : undefined;
+  }
+
+  async #create(roomName: string, roomId: string, options: Record<string, unknown>): Promise<RoomRef> {
     const lock = `troupe:creating-room:${roomId}`;
     for (let attempt = 0; attempt < 100; attempt++) {
-      if (await matchMaker.getRoomById(roomId)) return;
+      const found = await this.find(roomId);
+      if (found) return found;
       if ((await this.presence.hincrbyex(lock, 'n', 1, 10)) === 1) {
         try {
-          if (!(await matchMaker.getRoomById(roomId))) await matchMaker.createRoom(roomName, options);
+          const raced = await this.find(roomId);
+          if (raced) return raced;
+          const listing = await matchMaker.createRoom(roomName, options);
+          return { roomId, processId: listing.processId };
         } finally {
           this.presence.del(lock);
         }
-        return;
       }
       // Another process is creating it: look again shortly.
       await new Promise((resolve) => setTimeout(resolve, Math.min(5 * (attempt + 1), 50)));
@@ -115,22 +132,9 @@ export class ActorSystem {
    * this process's but no longer in it is being disposed: that is `RoomGone` at once, rather
    * than a call over presence that nothing would ever answer.
    */
-  async call<T>(roomId: string, method: string, args: unknown[], timeoutMs: number): Promise<T> {
-    if (!matchMaker.getLocalRoomById(roomId)) {
-      const listing = await matchMaker.getRoomById(roomId);
-      if (!listing || listing.processId === matchMaker.processId) throw new RoomGone(roomId);
-    }
-    return (await matchMaker.remoteRoomCall(roomId, method, args, timeoutMs)) as T;
-  }
-
-  /** True when the room runs somewhere (this process or another). */
-  async exists(roomId: string): Promise<boolean> {
-    return Boolean(await matchMaker.getRoomById(roomId));
-  }
-
-  /** True when the room runs in this process. */
-  isLocal(roomId: string): boolean {
-    return matchMaker.getLocalRoomById(roomId) !== undefined;
+  async call<T>(room: RoomRef, method: string, args: unknown[], timeoutMs: number): Promise<T> {
+    if (room.processId === matchMaker.processId && !matchMaker.getLocalRoomById(room.roomId)) throw new RoomGone(room.roomId);
+    return (await matchMaker.remoteRoomCall(room.roomId, method, args, timeoutMs)) as T;
   }
 
   async release(): Promise<void> {

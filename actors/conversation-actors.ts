@@ -3,7 +3,7 @@ import type { ConversationEvent } from '../src/conversations/events.ts';
 import type { Conversation } from '../src/conversations/repository.ts';
 import type { ConversationService, ExchangeResult } from '../src/conversations/service.ts';
 import { TroupeError } from '../src/errors.ts';
-import { RoomGone, type ActorSystem } from './actor-system.ts';
+import { RoomGone, type ActorSystem, type RoomRef } from './actor-system.ts';
 import type { ConversationEvents } from './conversation-events.ts';
 import type { AnalysisEvent, ConversationRoomOptions, Surface } from './conversation-room.ts';
 import { unwrap, type Envelope } from './envelope.ts';
@@ -56,8 +56,8 @@ export class ConversationActors {
 
   async send(projectId: string, conversationId: string, content: string, surface: Surface): Promise<ExchangeResult> {
     for (let attempt = 1; ; attempt++) {
-      const replied = await this.#inOrder(projectId, conversationId, (conversation) =>
-        retryIfGone(this.#deps.system.call<Envelope<ExchangeResult>>(conversation.id, 'exchange', [projectId, content, surface], this.#deps.replyTimeoutMs)),
+      const replied = await this.#inOrder(projectId, conversationId, (room) =>
+        retryIfGone(this.#deps.system.call<Envelope<ExchangeResult>>(room, 'exchange', [projectId, content, surface], this.#deps.replyTimeoutMs)),
       );
       if (!replied.ok && 'retry' in replied) {
         if (attempt < ATTEMPTS) {
@@ -83,8 +83,8 @@ export class ConversationActors {
     await presence.subscribe(channel, receive);
     try {
       for (let attempt = 1; ; attempt++) {
-        const queued = await this.#inOrder(projectId, conversationId, (conversation) =>
-          retryIfGone(this.#deps.system.call<Envelope<null>>(conversation.id, 'analyse', [projectId, question, channel], QUICK_CALL_MS)),
+        const queued = await this.#inOrder(projectId, conversationId, (room) =>
+          retryIfGone(this.#deps.system.call<Envelope<null>>(room, 'analyse', [projectId, question, channel], QUICK_CALL_MS)),
         );
         if (!queued.ok && 'retry' in queued && attempt < ATTEMPTS) {
           await backOff(attempt);
@@ -104,9 +104,10 @@ export class ConversationActors {
   /** A live client's answer to a client_function_call; false when nothing waits for it. */
   async capabilityResult(conversationId: string, callId: string, result: unknown): Promise<boolean> {
     // No actor, no waiting call (and no remote call left to time out).
-    if (!(await this.#deps.system.exists(conversationId))) return false;
+    const room = await this.#deps.system.find(conversationId);
+    if (!room) return false;
     try {
-      return await this.#deps.system.call<boolean>(conversationId, 'capabilityResult', [callId, result], QUICK_CALL_MS);
+      return await this.#deps.system.call<boolean>(room, 'capabilityResult', [callId, result], QUICK_CALL_MS);
     } catch {
       return false; // no actor runs the conversation: nothing can be waiting
     }
@@ -126,7 +127,7 @@ export class ConversationActors {
     return conversation;
   }
 
-  #ensure(projectId: string, conversation: Conversation): Promise<void> {
+  #ensure(projectId: string, conversation: Conversation): Promise<RoomRef> {
     const options: ConversationRoomOptions = { conversationId: conversation.id, projectId, characterId: conversation.characterId };
     return this.#deps.system.ensureRoom(this.#deps.roomName, conversation.id, { ...options });
   }
@@ -136,24 +137,21 @@ export class ConversationActors {
    * before it for the same conversation. Only issuing is serialised here; the actor queues the
    * work itself, so waiting for replies does not hold up other callers.
    */
-  async #inOrder<T>(projectId: string, conversationId: string, call: (conversation: Conversation) => Promise<T>): Promise<T> {
-    {
-      const previous = this.#dispatch.get(conversationId) ?? Promise.resolve();
-      const issued = previous.then(async () => {
-        const conversation = await this.#locate(projectId, conversationId);
-        await this.#ensure(projectId, conversation);
-        return { pending: call(conversation) };
-      });
-      const settled = issued.then(
-        () => undefined,
-        () => undefined,
-      );
-      this.#dispatch.set(conversationId, settled);
-      void settled.then(() => {
-        if (this.#dispatch.get(conversationId) === settled) this.#dispatch.delete(conversationId);
-      });
-      return (await issued).pending;
-    }
+  async #inOrder<T>(projectId: string, conversationId: string, call: (room: RoomRef) => Promise<T>): Promise<T> {
+    const previous = this.#dispatch.get(conversationId) ?? Promise.resolve();
+    const issued = previous.then(async () => {
+      const conversation = await this.#locate(projectId, conversationId);
+      return { pending: call(await this.#ensure(projectId, conversation)) };
+    });
+    const settled = issued.then(
+      () => undefined,
+      () => undefined,
+    );
+    this.#dispatch.set(conversationId, settled);
+    void settled.then(() => {
+      if (this.#dispatch.get(conversationId) === settled) this.#dispatch.delete(conversationId);
+    });
+    return (await issued).pending;
   }
 }
 

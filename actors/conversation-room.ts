@@ -84,12 +84,10 @@ export class ConversationRoom extends Room<{ state: ConversationState }> {
     this.#lifecycle.start();
     // Handlers run after uWS' callback returns (see `later` in src/http/uws.ts for why).
     this.onMessage('message', (client, message: unknown) => setImmediate(() => this.#fromClient(client, message)));
-    this.onMessage('capability_result', (client, message: unknown) => {
-      const { callId, result } = (message ?? {}) as { callId?: unknown; result?: unknown };
-      if (typeof callId !== 'string' || !this.capabilityResult(callId, result ?? null)) {
-        client.send('error', { type: 'error', message: `No capability call is waiting for callId ${JSON.stringify(callId)}.` });
-      }
-    });
+    // The same protocol as the WebSocket's `{type: "capability_result", …}`, by message type.
+    this.onMessage('capability_result', (client, message: unknown) =>
+      this.#fromClient(client, typeof message === 'object' && message !== null ? { ...message, type: 'capability_result' } : message),
+    );
   }
 
   override onJoin(_client: Client, _options: unknown, auth: Principal | undefined): void {

@@ -1,12 +1,11 @@
-import type { CapabilityCallEvent, CapabilityExecutor, ClientChannel } from '../capabilities/executor.ts';
+import type { CapabilityCallEvent, ClientChannel } from '../capabilities/executor.ts';
 import type { CapabilityService } from '../capabilities/service.ts';
 import type { CharacterService } from '../characters/service.ts';
 import type { Db } from '../db/database.ts';
 import type { RecordedCapabilityCall } from '../db/schema.ts';
 import { TroupeError, notFound } from '../errors.ts';
-import { runCharacterTurn } from '../inference/character-turn.ts';
-import type { InferenceUpstream } from '../inference/upstream.ts';
-import type { Citation, Knowledge } from '../retrieval/knowledge.ts';
+import { runCharacterTurn, type TurnDeps } from '../inference/character-turn.ts';
+import type { Citation } from '../retrieval/knowledge.ts';
 import { analyseConversation } from './analysis.ts';
 import { toChatHistory } from './history.ts';
 import type { ConversationEvent } from './events.ts';
@@ -44,14 +43,10 @@ export interface ReplyOutlet {
   stored?(message: Message): void;
 }
 
-export interface ConversationDeps {
+export interface ConversationDeps extends TurnDeps {
   db: Db;
   characters: CharacterService;
   capabilities: CapabilityService;
-  upstream: InferenceUpstream;
-  executor: CapabilityExecutor;
-  knowledge: Knowledge;
-  maxRounds: number;
   historyTokens: number;
 }
 
@@ -112,7 +107,7 @@ export class ConversationService {
     let turn;
     try {
       turn = await runCharacterTurn(
-        { upstream: this.#deps.upstream, executor: this.#deps.executor, knowledge: this.#deps.knowledge, maxRounds: this.#deps.maxRounds },
+        this.#deps,
         {
           projectId,
           conversationId,

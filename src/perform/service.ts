@@ -1,11 +1,9 @@
-import type { CapabilityCallEvent, CapabilityExecutor } from '../capabilities/executor.ts';
+import type { CapabilityCallEvent } from '../capabilities/executor.ts';
 import type { CapabilityService } from '../capabilities/service.ts';
 import type { Character } from '../characters/schemas.ts';
 import type { CharacterService } from '../characters/service.ts';
 import { TroupeError } from '../errors.ts';
-import { runCharacterTurn } from '../inference/character-turn.ts';
-import type { InferenceUpstream } from '../inference/upstream.ts';
-import type { Knowledge } from '../retrieval/knowledge.ts';
+import { runCharacterTurn, type TurnDeps } from '../inference/character-turn.ts';
 
 export type NpcAction = { type: 'text'; content: string } | { type: 'function'; name: string; input: Record<string, unknown> };
 
@@ -19,13 +17,9 @@ export interface PerformTurn {
  * capabilities come back as function actions; server capabilities run through their webhooks.
  * With the character and its capabilities cached, nothing here touches the database.
  */
-export interface PerformDeps {
+export interface PerformDeps extends TurnDeps {
   characters: CharacterService;
   capabilities: CapabilityService;
-  upstream: InferenceUpstream;
-  executor: CapabilityExecutor;
-  knowledge: Knowledge;
-  maxRounds: number;
 }
 
 export class PerformService {
@@ -40,7 +34,7 @@ export class PerformService {
     const capabilities = await this.#deps.capabilities.getMany(projectId, character.capabilityGroupIds);
     const delivered: CapabilityCallEvent[] = [];
     const turn = await runCharacterTurn(
-      { upstream: this.#deps.upstream, executor: this.#deps.executor, knowledge: this.#deps.knowledge, maxRounds: this.#deps.maxRounds },
+      this.#deps,
       {
         projectId,
         conversationId: null,
