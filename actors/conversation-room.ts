@@ -1,4 +1,4 @@
-import { Room, type Client, type RoomException, type RoomMethodName } from '@colyseus/core';
+import { Protocol, Room, type Client, type RoomException, type RoomMethodName } from '@colyseus/core';
 import type { Logger } from 'pino';
 import { createActor, type Actor } from 'xstate';
 import type { ClientResult } from '../src/capabilities/executor.ts';
@@ -6,7 +6,8 @@ import type { ConversationEvent } from '../src/conversations/events.ts';
 import { parseClientMessage } from '../src/conversations/client-message.ts';
 import type { Message } from '../src/conversations/repository.ts';
 import type { ConversationService, ExchangeResult, ReplyOutlet } from '../src/conversations/service.ts';
-import { TroupeError, notFound } from '../src/errors.ts';
+import { TroupeError, notFound, toErrorEvent } from '../src/errors.ts';
+import { hasInvalidUtf8String } from '../src/input/msgpack-text.ts';
 import type { Principal, ProjectService } from '../src/projects/service.ts';
 import { conversationLifecycle, type LifecycleEvent } from '../machines/conversation-lifecycle.ts';
 import type { ConversationEvents } from './conversation-events.ts';
@@ -82,6 +83,7 @@ export class ConversationRoom extends Room<{ state: ConversationState }> {
     this.#lifecycle = createActor(machine, { input: { idleMs: this.deps.idleMs } });
     this.#lifecycle.subscribe({ error: (err) => this.deps.logger.error({ err, conversationId: this.roomId }, 'conversation lifecycle failed') });
     this.#lifecycle.start();
+    refuseInvalidUtf8(this);
     // Handlers run after uWS' callback returns (see `later` in src/http/uws.ts for why).
     this.onMessage('message', (client, message: unknown) => setImmediate(() => this.#fromClient(client, message)));
     // The same protocol as the WebSocket's `{type: "capability_result", …}`, by message type.
@@ -164,7 +166,7 @@ export class ConversationRoom extends Room<{ state: ConversationState }> {
       try {
         return { ok: true, value: await work() };
       } catch (err) {
-        if (!(err instanceof Error && err.name === 'TroupeError')) this.deps.logger.error({ err, conversationId: this.roomId }, 'conversation reply failed');
+        if (!(err instanceof TroupeError) || err.status >= 500) this.deps.logger.error({ err, conversationId: this.roomId }, 'conversation reply failed');
         return failure(err);
       } finally {
         this.#signal({ type: 'work.finished' });
@@ -213,27 +215,34 @@ export class ConversationRoom extends Room<{ state: ConversationState }> {
 
   /** Game clients' messages: the same protocol as the conversation WebSocket. */
   #fromClient(client: Client, raw: unknown): void {
+    const tell = (err: unknown, fallback?: string) => client.send('error', toErrorEvent(err, fallback));
     const parsed = parseClientMessage(raw);
     if (parsed.kind === 'invalid') {
-      client.send('error', { type: 'error', message: parsed.message });
+      tell(parsed.error);
       return;
     }
     if (parsed.kind === 'capability_result') {
       if (!this.capabilityResult(parsed.callId, parsed.result)) {
-        client.send('error', { type: 'error', message: `No capability call is waiting for callId ${JSON.stringify(parsed.callId)}.` });
+        tell(new TroupeError('invalid_request', `No capability call is waiting for callId ${JSON.stringify(parsed.callId)}.`, { param: 'callId', detailCode: 'unknown_call' }));
       }
       return;
     }
     if (parsed.mode === 'conversation') {
-      // Failures reach every listener as an `error` event from the reply itself.
-      void this.exchange(this.#projectId, parsed.content, 'socket');
+      // A failure once the reply began reached every listener from the reply itself
+      // (`reported`); any other failure is this client's alone, and it is told.
+      void this.exchange(this.#projectId, parsed.content, 'socket').then((result) => {
+        if (result.ok) return;
+        if ('retry' in result) tell(restarting());
+        else if (!result.error.reported) tell(new TroupeError(result.error.code, result.error.message, { param: result.error.param, detailCode: result.error.detailCode }));
+      });
       return;
     }
     const chunk = (content: string, done: boolean) =>
       client.send('chunk', { type: 'chunk', characterId: this.state.characterId, content, done });
     void this.#enqueue(() => this.deps.conversations.analyse(this.#projectId, this.roomId, parsed.content, (d) => chunk(d, false), NEVER)).then((result) => {
       if (result.ok) chunk('', true);
-      else client.send('error', { type: 'error', message: 'error' in result ? result.error.message : 'The analysis was interrupted.' });
+      else if ('retry' in result) tell(restarting());
+      else tell(new TroupeError(result.error.code, result.error.message, { param: result.error.param, detailCode: result.error.detailCode }), 'The analysis failed.');
     });
   }
 
@@ -257,6 +266,32 @@ export class ConversationRoom extends Room<{ state: ConversationState }> {
         (err: unknown) => this.deps.logger.error({ err, conversationId: this.roomId }, 'conversation actor could not be disposed'),
       );
   }
+}
+
+/** The actor was being disposed as the message arrived; a new one takes the next. */
+function restarting(): TroupeError {
+  return new TroupeError('service_unavailable', 'The conversation was restarting; send the message again.', { detailCode: 'conversation_restarting' });
+}
+
+/**
+ * Colyseus' msgpack decoder turns invalid UTF-8 into U+FFFD; such a message is answered with an
+ * `error` event before it is decoded, like an HTTP body or a WebSocket frame. Colyseus binds
+ * `_onMessage` (private in its types) to each client as it joins, so the check wraps it here.
+ */
+/** The low 5 bits of a frame's first byte are its protocol code (`PROTOCOL_CODE_MASK` in @colyseus/shared-types). */
+const PROTOCOL_CODE_MASK = 0x1f;
+
+function refuseInvalidUtf8(room: Room): void {
+  const target = room as unknown as { _onMessage(client: Client, buffer: Uint8Array): void };
+  const decode = target._onMessage.bind(room);
+  target._onMessage = (client, buffer) => {
+    const code = (buffer?.[0] ?? 0) & PROTOCOL_CODE_MASK;
+    if ((code === Protocol.ROOM_DATA || code === Protocol.ROOM_REQUEST) && hasInvalidUtf8String(buffer.subarray(1))) {
+      client.send('error', toErrorEvent(new TroupeError('invalid_request', 'The message is not valid UTF-8; send text encoded as UTF-8.', { detailCode: 'invalid_utf8' })));
+      return;
+    }
+    decode(client, buffer);
+  };
 }
 
 function toStateMessage(message: Message): StateMessage {

@@ -6,18 +6,18 @@ import { ERROR_CODES, TroupeError, type ErrorCode } from '../src/errors.ts';
  */
 export type Envelope<T> =
   | { ok: true; value: T }
-  | { ok: false; error: { code: ErrorCode; message: string; param: string | null; detailCode: string } }
+  | { ok: false; error: { code: ErrorCode; message: string; param: string | null; detailCode: string; reported?: boolean } }
   /** The actor is being disposed: make it again and retry. */
   | { ok: false; retry: true };
 
 export function failure(err: unknown): Envelope<never> {
   const error = err instanceof TroupeError ? err : new TroupeError('internal_error', 'The conversation failed unexpectedly.');
-  return { ok: false, error: { code: error.code, message: error.message, param: error.param, detailCode: error.detailCode } };
+  return { ok: false, error: { code: error.code, message: error.message, param: error.param, detailCode: error.detailCode, reported: error.reported } };
 }
 
 /** The value, or the failure thrown as the TroupeError it was. */
 export function unwrap<T>(envelope: Exclude<Envelope<T>, { retry: true }>): T {
   if (envelope.ok) return envelope.value;
-  const { code, message, param, detailCode } = envelope.error;
-  throw new TroupeError(code in ERROR_CODES ? code : 'internal_error', message, { param, detailCode });
+  const { code, message, param, detailCode, reported } = envelope.error;
+  throw new TroupeError(code in ERROR_CODES ? code : 'internal_error', message, { param, detailCode, reported: reported === true });
 }

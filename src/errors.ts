@@ -34,6 +34,8 @@ export interface TroupeErrorOptions {
   cause?: unknown;
   /** Extra response headers, e.g. `allow` on 405. */
   headers?: Record<string, string>;
+  /** Every listener of the conversation was already sent this error as an `error` event. */
+  reported?: boolean;
 }
 
 export class TroupeError extends Error {
@@ -42,6 +44,7 @@ export class TroupeError extends Error {
   readonly param: string | null;
   readonly detailCode: string;
   readonly headers: Record<string, string>;
+  readonly reported: boolean;
 
   constructor(code: ErrorCode, message: string, options: TroupeErrorOptions = {}) {
     super(message, options.cause === undefined ? undefined : { cause: options.cause });
@@ -49,6 +52,12 @@ export class TroupeError extends Error {
     this.param = options.param ?? null;
     this.detailCode = options.detailCode ?? code;
     this.headers = options.headers ?? {};
+    this.reported = options.reported ?? false;
+  }
+
+  /** The same error, marked as already sent to the conversation's listeners. */
+  asReported(): TroupeError {
+    return new TroupeError(this.code, this.message, { param: this.param, detailCode: this.detailCode, headers: this.headers, reported: true, cause: this.cause });
   }
 
   get status(): number {
@@ -62,6 +71,23 @@ export function notFound(kind: string, id: string, param: string | null = null):
     param,
     detailCode: `${kind}_not_found`,
   });
+}
+
+/**
+ * An error as live clients receive it (conversation WebSocket, Colyseus room message `error`):
+ * the interface's `{type, message}` plus the REST body's `code` and `param` (additions).
+ */
+export interface ErrorEvent {
+  type: 'error';
+  message: string;
+  code: string;
+  param: string | null;
+}
+
+/** Maps any thrown value to the `error` event of the live-client protocol. */
+export function toErrorEvent(err: unknown, fallback = 'The message could not be handled.'): ErrorEvent {
+  if (err instanceof TroupeError) return { type: 'error', message: err.message, code: err.detailCode, param: err.param };
+  return { type: 'error', message: fallback, code: 'internal_error', param: null };
 }
 
 export interface ErrorBody {

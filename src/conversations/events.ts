@@ -2,6 +2,7 @@
  * What a conversation tells its listeners, as the conversation WebSocket defines it (plus the
  * extras noted). Colyseus game clients receive the same events as room messages of that type.
  */
+import type { ErrorEvent } from '../errors.ts';
 import type { Citation } from '../retrieval/knowledge.ts';
 
 export type ConversationEvent =
@@ -9,6 +10,7 @@ export type ConversationEvent =
   | { type: 'chunk'; characterId: string; content: string; done: boolean }
   /** `callId` is an addition: a client_function_call's result is sent back with it. */
   | { type: 'capability'; characterId: string; name: string; params: Record<string, unknown>; callId: string }
-  | { type: 'error'; message: string }
+  /** `code` and `param` are additions, as in the REST error body. */
+  | ErrorEvent
   /** An addition: after a reply's last chunk, the document chunks it was given (when any). */
   | { type: 'citations'; characterId: string; citations: Citation[] };

@@ -3,7 +3,7 @@ import type { CapabilityService } from '../capabilities/service.ts';
 import type { CharacterService } from '../characters/service.ts';
 import type { Db } from '../db/database.ts';
 import type { RecordedCapabilityCall } from '../db/schema.ts';
-import { TroupeError, notFound } from '../errors.ts';
+import { TroupeError, notFound, toErrorEvent } from '../errors.ts';
 import { runCharacterTurn, type TurnDeps } from '../inference/character-turn.ts';
 import type { Citation } from '../retrieval/knowledge.ts';
 import { analyseConversation } from './analysis.ts';
@@ -93,47 +93,45 @@ export class ConversationService {
   async reply(projectId: string, conversationId: string, content: string, outlet: ReplyOutlet, signal: AbortSignal): Promise<ExchangeResult> {
     const conversation = await this.get(projectId, conversationId);
     const { db } = this.#deps;
+    // A failure before this is the sender's alone (its surface answers it); after it, the reply
+    // has begun for every listener, so every listener is told how it ended.
     const playerMessage = await appendMessage(db, conversationId, 'player', content);
     outlet.stored?.(publicMessage(playerMessage));
-    const character = await this.#deps.characters.get(projectId, conversation.characterId);
-    const capabilities = await this.#deps.capabilities.getMany(projectId, character.capabilityGroupIds);
-    const history = toChatHistory(await recentMessages(db, conversationId, HISTORY_FETCH_LIMIT), this.#deps.historyTokens);
     const { publish } = outlet;
-    const channel: ClientChannel = {
-      deliver: (call: CapabilityCallEvent) =>
-        publish({ type: 'capability', characterId: character.id, name: call.name, params: call.params, callId: call.callId }),
-      ...(outlet.awaitResult ? { awaitResult: outlet.awaitResult } : {}),
-    };
-    let turn;
     try {
-      turn = await runCharacterTurn(
-        this.#deps,
-        {
-          projectId,
-          conversationId,
-          character,
-          capabilities,
-          history,
-          channel,
-          signal,
-          onText: (delta) => publish({ type: 'chunk', characterId: character.id, content: delta, done: false }),
-        },
-      );
+      const character = await this.#deps.characters.get(projectId, conversation.characterId);
+      const capabilities = await this.#deps.capabilities.getMany(projectId, character.capabilityGroupIds);
+      const history = toChatHistory(await recentMessages(db, conversationId, HISTORY_FETCH_LIMIT), this.#deps.historyTokens);
+      const channel: ClientChannel = {
+        deliver: (call: CapabilityCallEvent) =>
+          publish({ type: 'capability', characterId: character.id, name: call.name, params: call.params, callId: call.callId }),
+        ...(outlet.awaitResult ? { awaitResult: outlet.awaitResult } : {}),
+      };
+      const turn = await runCharacterTurn(this.#deps, {
+        projectId,
+        conversationId,
+        character,
+        capabilities,
+        history,
+        channel,
+        signal,
+        onText: (delta) => publish({ type: 'chunk', characterId: character.id, content: delta, done: false }),
+      });
+      // Stored before `done` goes out, so a client that reacts to `done` finds the reply in the history.
+      const characterMessage = await appendMessage(db, conversationId, 'character', turn.text, turn.calls);
+      outlet.stored?.(publicMessage(characterMessage));
+      publish({ type: 'chunk', characterId: character.id, content: '', done: true });
+      if (turn.citations.length > 0) publish({ type: 'citations', characterId: character.id, citations: turn.citations });
+      return {
+        playerMessage: publicMessage(playerMessage),
+        characterMessage: publicMessage(characterMessage),
+        capabilityCalls: turn.calls,
+        citations: turn.citations,
+      };
     } catch (err) {
-      publish({ type: 'error', message: err instanceof TroupeError ? err.message : 'The character could not reply.' });
-      throw err;
+      publish(toErrorEvent(err, 'The character could not reply.'));
+      throw err instanceof TroupeError ? err.asReported() : new TroupeError('internal_error', 'The character could not reply.', { cause: err, reported: true });
     }
-    // Stored before `done` goes out, so a client that reacts to `done` finds the reply in the history.
-    const characterMessage = await appendMessage(db, conversationId, 'character', turn.text, turn.calls);
-    outlet.stored?.(publicMessage(characterMessage));
-    publish({ type: 'chunk', characterId: character.id, content: '', done: true });
-    if (turn.citations.length > 0) publish({ type: 'citations', characterId: character.id, citations: turn.citations });
-    return {
-      playerMessage: publicMessage(playerMessage),
-      characterMessage: publicMessage(characterMessage),
-      capabilityCalls: turn.calls,
-      citations: turn.citations,
-    };
   }
 
   /** The newest messages, oldest first, as an actor rebuilds its state from them. */

@@ -10,6 +10,7 @@ import { Router } from './router.ts';
 import { readBody } from './body.ts';
 import { isStreamReply, type BufferedReply, type HttpHandler, type HttpReply, type HttpRequest, type UpgradeHandler, type WebSocketHandler } from './types.ts';
 import { parseInput } from './validation.ts';
+import { checkPercentEncoding, checkText, decodeUtf8 } from '../input/text.ts';
 
 const JSON_TYPE = 'application/json; charset=utf-8';
 const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
@@ -91,7 +92,7 @@ export function createApp(resources: Resources, routes: readonly Route[]): { han
       const token = request.query.get('token');
       const principal = await authenticate(route, request, token);
       const params = route.params ? parseInput(route.params, match.params, null) : match.params;
-      const query = route.query ? parseInput(route.query, withoutToken(request.query), null) : {};
+      const query = route.query ? parseInput(route.query, withoutToken(queryObject(request)), null) : {};
       const socket: WebSocketHandler = await (route.websocket as NonNullable<Route['websocket']>)({
         params,
         query,
@@ -117,7 +118,7 @@ export function createApp(resources: Resources, routes: readonly Route[]): { han
   async function dispatch(route: Route, rawParams: Record<string, string>, request: HttpRequest, requestId: string): Promise<HttpReply> {
     const principal = await authenticate(route, request);
     const params = route.params ? parseInput(route.params, rawParams, null) : rawParams;
-    const query = route.query ? parseInput(route.query, Object.fromEntries(request.query), null) : {};
+    const query = route.query ? parseInput(route.query, queryObject(request), null) : {};
     const body = route.body ? parseInput(route.body, await readJson(request), null) : undefined;
     const result = await route.handler({
       params,
@@ -178,11 +179,16 @@ export function createApp(resources: Resources, routes: readonly Route[]): { han
     if (type && !/^application\/([a-z.+-]*\+)?json\b/i.test(type)) {
       throw new TroupeError('unsupported_media_type', `Send the body as application/json (got ${type}).`);
     }
+    // The one text rule (src/input/text.ts): what is stored is exactly what was sent.
+    const text = decodeUtf8(bytes);
+    let value: unknown;
     try {
-      return JSON.parse(Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength).toString('utf8'));
+      value = JSON.parse(text);
     } catch (err) {
       throw new TroupeError('invalid_json', `The body is not valid JSON: ${(err as Error).message}`, { detailCode: 'invalid_json' });
     }
+    checkText(value);
+    return value;
   }
 
   function errorReply(err: unknown, requestId: string, request: HttpRequest): BufferedReply {
@@ -201,9 +207,17 @@ export function createApp(resources: Resources, routes: readonly Route[]): { han
   return { handler, upgrade, router };
 }
 
-function withoutToken(query: URLSearchParams): Record<string, string> {
-  const rest = Object.fromEntries(query);
-  delete rest.token;
+/** Query parameters under the same text rule as bodies (URLSearchParams already decoded them). */
+function queryObject(request: HttpRequest): Record<string, string> {
+  // URLSearchParams turns bad percent-encoded UTF-8 into U+FFFD; decode strictly first.
+  if (request.rawQuery.includes('%')) checkPercentEncoding(request.rawQuery);
+  const values = Object.fromEntries(request.query);
+  checkText(values);
+  return values;
+}
+
+function withoutToken(query: Record<string, string>): Record<string, string> {
+  const { token: _token, ...rest } = query;
   return rest;
 }
 

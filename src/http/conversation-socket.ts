@@ -1,6 +1,6 @@
-import { parseClientMessage } from '../conversations/client-message.ts';
+import { decodeClientFrame } from '../conversations/client-message.ts';
 import type { ConversationEvent } from '../conversations/events.ts';
-import { TroupeError } from '../errors.ts';
+import { TroupeError, toErrorEvent } from '../errors.ts';
 import type { Resources } from '../resources.ts';
 import type { WebSocketHandler, WebSocketSession } from './types.ts';
 
@@ -20,7 +20,7 @@ export function conversationSocket(resources: Resources, projectId: string, conv
     // A client too slow to take its stream would get a reply with holes; close it instead.
     if (!session.send(JSON.stringify(event))) session.close(1013, 'client too slow to receive the stream');
   };
-  const fail = (session: WebSocketSession, message: string) => send(session, { type: 'error', message });
+  const fail = (session: WebSocketSession, err: unknown, fallback?: string) => send(session, toErrorEvent(err, fallback));
 
   return {
     onOpen(session) {
@@ -38,26 +38,24 @@ export function conversationSocket(resources: Resources, projectId: string, conv
       );
     },
     onMessage(session, data) {
-      let message: unknown;
-      try {
-        message = JSON.parse(data);
-      } catch {
-        fail(session, 'Messages must be JSON, e.g. {"content":"Hello"}.');
-        return;
-      }
-      const parsed = parseClientMessage(message);
+      const parsed = decodeClientFrame(data);
       if (parsed.kind === 'invalid') {
-        fail(session, parsed.message);
+        fail(session, parsed.error);
       } else if (parsed.kind === 'capability_result') {
-        void actors.capabilityResult(conversationId, parsed.callId, parsed.result).then((answered) => {
-          if (!answered) fail(session, `No capability call is waiting for callId ${JSON.stringify(parsed.callId)}.`);
-        });
+        actors.capabilityResult(conversationId, parsed.callId, parsed.result).then(
+          (answered) => {
+            if (!answered) fail(session, new TroupeError('invalid_request', `No capability call is waiting for callId ${JSON.stringify(parsed.callId)}.`, { param: 'callId', detailCode: 'unknown_call' }));
+          },
+          (err: unknown) => fail(session, err),
+        );
       } else if (parsed.mode === 'conversation') {
         // Replies run to the end even if this socket leaves: others may listen, and the history
-        // must hold the reply. Failures reach every socket as an `error` event from the actor.
+        // must hold the reply. A failure once the reply began reached every listener from the
+        // actor (`reported`); any other failure is this sender's alone, and it is told.
         actors.send(projectId, conversationId, parsed.content, 'socket').catch((err: unknown) => {
-          if (!(err instanceof TroupeError)) logger.error({ err, conversationId }, 'conversation reply failed');
-          else if (err.code === 'service_unavailable') fail(session, err.message);
+          if (err instanceof TroupeError && err.reported) return;
+          if (!(err instanceof TroupeError) || err.status >= 500) logger.error({ err, conversationId }, 'conversation message failed');
+          fail(session, err);
         });
       } else {
         const chunk = (content: string, done: boolean) => send(session, { type: 'chunk', characterId, content, done });
@@ -65,7 +63,7 @@ export function conversationSocket(resources: Resources, projectId: string, conv
           () => chunk('', true),
           (err: unknown) => {
             if (!(err instanceof TroupeError)) logger.error({ err, conversationId }, 'conversation analysis failed');
-            fail(session, err instanceof TroupeError ? err.message : 'The analysis failed.');
+            fail(session, err, 'The analysis failed.');
           },
         );
       }

@@ -1,5 +1,6 @@
 import busboy from 'busboy';
 import { TroupeError } from '../errors.ts';
+import { checkText } from '../input/text.ts';
 
 /** Room for the multipart framing and small fields around the file. */
 const FRAMING_ALLOWANCE = 1024 * 1024;
@@ -31,7 +32,8 @@ export async function readFilePart(
 
   let parser: busboy.Busboy;
   try {
-    parser = busboy({ headers: { 'content-type': contentType }, limits: { files: 1, fileSize: maxBytes, fields: 20, fieldSize: 64 * 1024, parts: 40 } });
+    // Browsers send file names as raw UTF-8, not busboy's default latin1.
+    parser = busboy({ headers: { 'content-type': contentType }, defParamCharset: 'utf8', limits: { files: 1, fileSize: maxBytes, fields: 20, fieldSize: 64 * 1024, parts: 40 } });
   } catch {
     throw new TroupeError('invalid_request', 'The multipart body has no boundary in its Content-Type.', { param: field });
   }
@@ -69,6 +71,7 @@ export async function readFilePart(
   await finished;
   if (failure) throw failure;
   if (!file) throw new TroupeError('invalid_request', `The multipart body has no file part named '${field}'.`, { param: field });
+  checkText((file as FilePart).name, [field, 'filename']);
   return file;
 }
 

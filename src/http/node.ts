@@ -40,7 +40,8 @@ export async function startNodeServer(options: HttpEngineOptions): Promise<HttpS
   const colocated = options.colocate ? await options.colocate('node') : null;
   colocated?.attachNode?.(server);
   if (upgrade) {
-    const wss = new WebSocketServer({ noServer: true, maxPayload: options.maxWebSocketMessageBytes ?? DEFAULT_WS_MESSAGE_BYTES });
+    // UTF-8 is checked by the protocol, which answers an `error` event instead of closing (1007).
+    const wss = new WebSocketServer({ noServer: true, skipUTF8Validation: true, maxPayload: options.maxWebSocketMessageBytes ?? DEFAULT_WS_MESSAGE_BYTES });
     server.on('upgrade', (req: IncomingMessage, socket: Socket, head: Buffer) => {
       if (colocated?.claimsUpgrade(pathOf(req))) return; // its own listener takes it
       void acceptUpgrade(req, socket, head, wss, sockets, options, upgrade);
@@ -177,7 +178,7 @@ async function acceptUpgrade(
     guard(options, () => handler.onOpen(session));
     ws.on('message', (data: Buffer | ArrayBuffer | Buffer[], isBinary: boolean) => {
       const bytes = Array.isArray(data) ? Buffer.concat(data) : Buffer.from(data as ArrayBuffer);
-      guard(options, () => handler.onMessage(session, bytes.toString('utf8'), isBinary));
+      guard(options, () => handler.onMessage(session, bytes, isBinary));
     });
     ws.on('close', (code: number, reason: Buffer) => {
       sockets.delete(ws);
@@ -251,10 +252,12 @@ function toRequest(req: IncomingMessage, signal: AbortSignal, body: BodyQueue): 
   for (const [name, value] of Object.entries(req.headers)) {
     if (value !== undefined) headers[name] = Array.isArray(value) ? value.join(', ') : value;
   }
+  const rawQuery = q === -1 ? '' : url.slice(q + 1);
   return {
     method: (req.method ?? 'GET').toUpperCase(),
     path: q === -1 ? url : url.slice(0, q),
-    query: new URLSearchParams(q === -1 ? '' : url.slice(q + 1)),
+    query: new URLSearchParams(rawQuery),
+    rawQuery,
     headers,
     remoteAddress: req.socket.remoteAddress ?? '',
     signal,

@@ -10,6 +10,8 @@ export interface HttpRequest {
   /** Path without the query string, not decoded. */
   readonly path: string;
   readonly query: URLSearchParams;
+  /** The query string as sent (without `?`), still percent-encoded. */
+  readonly rawQuery: string;
   /** Lower-case header names; repeated headers joined with ', '. */
   readonly headers: Readonly<Record<string, string>>;
   readonly remoteAddress: string;
@@ -68,7 +70,8 @@ export interface WebSocketSession {
 /** What a route does with an accepted WebSocket. Handlers must not throw; errors are reported, not fatal. */
 export interface WebSocketHandler {
   onOpen(session: WebSocketSession): void;
-  onMessage(session: WebSocketSession, data: string, isBinary: boolean): void;
+  /** `data` is the frame's bytes as received: text frames are not decoded (or validated) yet. */
+  onMessage(session: WebSocketSession, data: Uint8Array, isBinary: boolean): void;
   onClose(code: number, reason: string): void;
 }
 

@@ -78,9 +78,9 @@ export async function startUwsServer(options: HttpEngineOptions): Promise<HttpSe
       },
       message: (ws, message, isBinary) => {
         const data = ws.getUserData();
-        // The ArrayBuffer is neutered when this callback returns: decode (copy) it now.
-        const text = Buffer.from(message).toString('utf8');
-        later(options, () => data.handler.onMessage(data.session as WebSocketSession, text, isBinary));
+        // The ArrayBuffer is neutered when this callback returns: copy it now.
+        const bytes = new Uint8Array(message.slice(0));
+        later(options, () => data.handler.onMessage(data.session as WebSocketSession, bytes, isBinary));
       },
       close: (ws, code, message) => {
         sockets.delete(ws);
@@ -170,6 +170,7 @@ function capture(res: uWS.HttpResponse, req: uWS.HttpRequest): Exchange {
     get query() {
       return (query ??= new URLSearchParams(rawQuery));
     },
+    rawQuery,
     headers,
     get remoteAddress() {
       if (remoteAddress === null) remoteAddress = usable() ? Buffer.from(res.getRemoteAddressAsText()).toString() : '';

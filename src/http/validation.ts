@@ -1,5 +1,6 @@
 import type { z } from 'zod';
 import { TroupeError } from '../errors.ts';
+import { formatParam } from '../input/text.ts';
 
 /** Parses `value` with `schema`, turning the first problem into a 400 that names the field. */
 export function parseInput<T extends z.ZodType>(schema: T, value: unknown, root: string | null): z.infer<T> {
@@ -22,11 +23,4 @@ export function parseInput<T extends z.ZodType>(schema: T, value: unknown, root:
 }
 
 /** `['parameters', 0, 'name']` -> `parameters[0].name`, as OpenAI's `param` field reads. */
-export function formatPath(path: readonly (string | number)[]): string {
-  let out = '';
-  for (const part of path) {
-    if (typeof part === 'number') out += `[${part}]`;
-    else out += out ? `.${part}` : part;
-  }
-  return out;
-}
+export const formatPath = formatParam;

@@ -5,6 +5,7 @@ import type { Character } from '../characters/schemas.ts';
 import type { RecordedCapabilityCall } from '../db/schema.ts';
 import { buildCharacterSystemPrompt, capabilityTools } from '../prompt/character-prompt.ts';
 import type { Citation, Knowledge } from '../retrieval/knowledge.ts';
+import { withoutNul } from '../input/text.ts';
 import type { InferenceUpstream } from './upstream.ts';
 
 /** What happened in a turn, in order: what the character said and which calls it made. */
@@ -49,7 +50,8 @@ export async function runCharacterTurn(deps: TurnDeps, input: TurnInput): Promis
     ...input.history,
   ];
   const result: TurnResult = { text: '', calls: [], events: [], stoppedForCaller: false, citations };
-  const say = (delta: string) => {
+  const say = (raw: string) => {
+    const delta = withoutNul(raw);
     if (!delta) return;
     result.text += delta;
     const last = result.events.at(-1);

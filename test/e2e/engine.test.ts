@@ -167,7 +167,8 @@ describe(`engine WebSocket contract (${HTTP_ENGINE})`, () => {
           }
           return {
             onOpen: (session) => session.send(JSON.stringify({ type: 'ready', path: req.path })),
-            onMessage: (session, data) => {
+            onMessage: (session, bytes) => {
+              const data = Buffer.from(bytes).toString('utf8');
               if (data === 'throw') throw new Error('handler bug');
               if (data === 'bye') session.close(4000, 'asked to leave');
               else session.send(`echo:${data}`);

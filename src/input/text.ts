@@ -1,0 +1,110 @@
+import { TroupeError } from '../errors.ts';
+
+/**
+ * The one rule for text at Troupe's boundaries (HTTP bodies and query strings, conversation
+ * WebSocket frames, Colyseus room messages): bytes must be valid UTF-8, strings must be
+ * well-formed Unicode without NUL, and values nest at most `MAX_DEPTH` deep. PostgreSQL refuses
+ * NUL in text and jsonb, a lone surrogate would be stored as U+FFFD, and very deep values
+ * overflow the stack of recursive code further in; refusing them here means what is stored is
+ * always exactly what was sent.
+ */
+
+/** Deeper JSON than any request of the interface needs (tool parameter schemas included). */
+export const MAX_DEPTH = 64;
+
+const strictUtf8 = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true });
+
+/** Decodes UTF-8, refusing invalid bytes instead of replacing them with U+FFFD. */
+export function decodeUtf8(bytes: Uint8Array, what = 'The request body'): string {
+  try {
+    return strictUtf8.decode(bytes);
+  } catch {
+    throw new TroupeError('invalid_request', `${what} is not valid UTF-8; send text encoded as UTF-8.`, { detailCode: 'invalid_utf8' });
+  }
+}
+
+/** A query string whose percent-encoded bytes are not UTF-8 is refused, like such a body. */
+export function checkPercentEncoding(rawQuery: string): void {
+  for (const part of rawQuery.split('&')) {
+    try {
+      decodeURIComponent(part.replaceAll('+', ' '));
+    } catch {
+      throw new TroupeError('invalid_request', 'The query string is not valid percent-encoded UTF-8.', { detailCode: 'invalid_utf8' });
+    }
+  }
+}
+
+/** Where a problem sits, as OpenAI's `param` reads: `messages[2].content`. */
+type PathPart = string | number;
+
+/**
+ * Throws a 400 naming the first string (or object key) holding NUL or a lone surrogate, or the
+ * first value nested deeper than `MAX_DEPTH`. Iterative, so hostile depth cannot overflow it.
+ */
+export function checkText(value: unknown, root: readonly PathPart[] = []): void {
+  const stack: { value: unknown; path: readonly PathPart[] }[] = [{ value, path: root }];
+  for (let item = stack.pop(); item; item = stack.pop()) {
+    const { value: current, path } = item;
+    if (typeof current === 'string') {
+      checkString(current, path);
+      continue;
+    }
+    if (typeof current !== 'object' || current === null) continue;
+    if (path.length - root.length >= MAX_DEPTH) {
+      throw new TroupeError('invalid_request', `Invalid '${formatParam(path)}': nested more than ${MAX_DEPTH} levels deep.`, {
+        param: formatParam(path) || null,
+        detailCode: 'nested_too_deeply',
+      });
+    }
+    if (Array.isArray(current)) {
+      for (let i = current.length - 1; i >= 0; i--) stack.push({ value: current[i], path: [...path, i] });
+      continue;
+    }
+    const entries = Object.entries(current as Record<string, unknown>);
+    for (let i = entries.length - 1; i >= 0; i--) {
+      const [key, child] = entries[i] as [string, unknown];
+      checkString(key, [...path, key]);
+      stack.push({ value: child, path: [...path, key] });
+    }
+  }
+}
+
+function checkString(text: string, path: readonly PathPart[]): void {
+  if (text.includes('\u0000')) {
+    const param = formatParam(path);
+    throw new TroupeError('invalid_request', `Invalid '${param}': text may not contain the NUL character (\\u0000).`, {
+      param: param || null,
+      detailCode: 'null_character',
+    });
+  }
+  if (!text.isWellFormed()) {
+    const param = formatParam(path);
+    throw new TroupeError('invalid_request', `Invalid '${param}': text holds a lone UTF-16 surrogate, which is not a character.`, {
+      param: param || null,
+      detailCode: 'invalid_unicode',
+    });
+  }
+}
+
+/** `['parameters', 0, 'name']` -> `parameters[0].name`; unprintable key characters are escaped. */
+export function formatParam(path: readonly PathPart[]): string {
+  let out = '';
+  for (const part of path) {
+    if (typeof part === 'number') out += `[${part}]`;
+    else {
+      const name = escapeControl(part);
+      out += out ? `.${name}` : name;
+    }
+  }
+  return out;
+}
+
+function escapeControl(text: string): string {
+  // eslint-disable-next-line no-control-regex
+  return text.replace(/[\u0000-\u001f]|\p{Cs}/gu, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`);
+}
+
+/** Model output is not user input: NUL in it is dropped rather than failing the stored reply. */
+export function withoutNul(text: string): string {
+  return text.includes('\u0000') ? text.replaceAll('\u0000', '') : text;
+}
