@@ -159,11 +159,6 @@ export async function startServer(config: Config, logger: Logger): Promise<Runni
     perform: new PerformService({ characters, capabilities, ...turnDeps }),
     lifecycle: { draining: false },
   };
-  const initial = await resources.projects.ensureInitialKey(config.bootstrapKey);
-  if (initial.revokedBootstrap) {
-    logger.warn('TROUPE_BOOTSTRAP_KEY was revoked through the admin API and stays revoked; remove it or set a new one');
-  }
-
   const apiRoutes = [
     ...characterRoutes,
     ...capabilityRoutes,
@@ -208,27 +203,41 @@ export async function startServer(config: Config, logger: Logger): Promise<Runni
   advertised.address = config.publicAddress ?? (config.redisUrl ? `${config.host === '0.0.0.0' || config.host === '::' ? hostname() : host}:${http.port}` : undefined);
 
   let stopping: Promise<void> | null = null;
+  const stop = () => {
+    stopping ??= (async () => {
+      resources.lifecycle.draining = true;
+      // Game clients get Colyseus' shutdown close code; replies under way still finish.
+      await Promise.all([...liveRooms].map((room) => room.close()));
+      await http.close(config.shutdownGraceMs);
+      game?.shutdown();
+      await system.release();
+      await documentProcessor.stop();
+      await parserPool.close();
+      await invalidations.stop();
+      await database.close();
+      logger.info('troupe stopped');
+    })();
+    return stopping;
+  };
+
+  // The first key is made only once the port is ours: a start that fails before this point
+  // leaves no key that nobody saw, and the caller shows the key right after this returns.
+  let initial: Awaited<ReturnType<ProjectService['ensureInitialKey']>>;
+  try {
+    initial = await resources.projects.ensureInitialKey(config.bootstrapKey);
+  } catch (err) {
+    await stop();
+    throw err;
+  }
+  if (initial.revokedBootstrap) {
+    logger.warn('TROUPE_BOOTSTRAP_KEY was revoked through the admin API and stays revoked; remove it or set a new one');
+  }
   return {
     url: `http://${host.includes(':') ? `[${host}]` : host}:${http.port}`,
     port: http.port,
     engine: http.engine,
     resources,
     initialKey: initial.created,
-    stop() {
-      stopping ??= (async () => {
-        resources.lifecycle.draining = true;
-        // Game clients get Colyseus' shutdown close code; replies under way still finish.
-        await Promise.all([...liveRooms].map((room) => room.close()));
-        await http.close(config.shutdownGraceMs);
-        game?.shutdown();
-        await system.release();
-        await documentProcessor.stop();
-        await parserPool.close();
-        await invalidations.stop();
-        await database.close();
-        logger.info('troupe stopped');
-      })();
-      return stopping;
-    },
+    stop,
   };
 }
