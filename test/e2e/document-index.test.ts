@@ -101,9 +101,16 @@ describe.each(BACKENDS)('the document index on $kind', (backend) => {
     await opened.dispose();
   });
 
-  it('has vector search, with an HNSW index for the configured dimension', async () => {
-    expect(index.vectors).toBe(true);
+  // Without pgvector on the server, the same index searches by full text only.
+  const embeddings = () => (backend.vectors ? VECTORS : null);
+
+  it('has vector search, with an HNSW index for the configured dimension, exactly when the server has pgvector', async () => {
+    expect(index.vectors).toBe(backend.vectors);
     const indexes = rowsOf<{ indexdef: string }>(await db.execute(sql`select indexdef from pg_indexes where indexname = ${`document_chunks_embedding_${DIMS}_idx`}`));
+    if (!backend.vectors) {
+      expect(indexes).toEqual([]);
+      return;
+    }
     expect(indexes[0]?.indexdef).toMatch(/USING hnsw .*vector_cosine_ops.*WHERE \(embedding_dims = 3\)/);
     // Opening again (another process, a restart) finds the index in place.
     await openDocumentIndex({ db, logger: pino({ level: 'silent' }), dimensions: DIMS, embeddings: true });
@@ -112,11 +119,17 @@ describe.each(BACKENDS)('the document index on $kind', (backend) => {
   it('finds the right chunk by words and by vector, with its document, page and headings', async () => {
     const owner = await newOwner(db);
     const doc = await newDocument(db, owner);
-    await db.transaction((tx) => index.replaceChunks(tx, doc, [HARBOUR, TIDES, TAVERN], VECTORS));
+    await db.transaction((tx) => index.replaceChunks(tx, doc, [HARBOUR, TIDES, TAVERN], embeddings()));
 
     const byWords = await index.search({ ...owner, text: 'When do the tides rise?', embedding: null, limit: 3 });
     expect(byWords[0]).toMatchObject({ documentId: doc.id, content: TIDES.content, page: 2, headingPath: ['Harbour'] });
     expect(byWords[0]?.chunkId).toMatch(/^chunk_/);
+    if (!backend.vectors) {
+      // Full text only: a query embedding changes nothing, words alone decide.
+      expect(await index.search({ ...owner, text: 'zzz', embedding: [0.9, 0.1, 0.05], limit: 2 })).toEqual([]);
+      expect((await index.search({ ...owner, text: 'fish stew', embedding: [0.1, 0.2, 0.95], limit: 3 })).map((r) => r.content)).toEqual([TAVERN.content]);
+      return;
+    }
 
     const byVector = await index.search({ ...owner, text: 'zzz', embedding: [0.9, 0.1, 0.05], limit: 2 });
     expect(byVector.map((r) => r.content)).toEqual([HARBOUR.content, TIDES.content]);
@@ -135,7 +148,7 @@ describe.each(BACKENDS)('the document index on $kind', (backend) => {
     const failed = await newDocument(db, owner, 'failed');
     const foreign = await newDocument(db, other);
     for (const doc of [ready, processing, failed, foreign]) {
-      await db.transaction((tx) => index.replaceChunks(tx, doc, [HARBOUR], [[1, 0, 0]]));
+      await db.transaction((tx) => index.replaceChunks(tx, doc, [HARBOUR], backend.vectors ? [[1, 0, 0]] : null));
     }
     const found = await index.search({ ...owner, text: 'pirates', embedding: [1, 0, 0], limit: 10 });
     expect(found.map((r) => r.documentId)).toEqual([ready.id]);
@@ -145,7 +158,7 @@ describe.each(BACKENDS)('the document index on $kind', (backend) => {
   it('stops finding a document the moment removeDocument commits', async () => {
     const owner = await newOwner(db);
     const doc = await newDocument(db, owner);
-    await db.transaction((tx) => index.replaceChunks(tx, doc, [HARBOUR, TIDES], VECTORS.slice(0, 2)));
+    await db.transaction((tx) => index.replaceChunks(tx, doc, [HARBOUR, TIDES], embeddings()?.slice(0, 2) ?? null));
     expect(await index.search({ ...owner, text: 'pirates', embedding: null, limit: 5 })).toHaveLength(1);
     await db.transaction((tx) => index.removeDocument(tx, doc.id));
     expect(await index.search({ ...owner, text: 'pirates tides', embedding: [1, 0, 0], limit: 5 })).toEqual([]);
@@ -155,10 +168,11 @@ describe.each(BACKENDS)('the document index on $kind', (backend) => {
   it('replaces chunks instead of adding to them, and a rolled back replace changes nothing', async () => {
     const owner = await newOwner(db);
     const doc = await newDocument(db, owner);
-    await db.transaction((tx) => index.replaceChunks(tx, doc, [HARBOUR, TIDES, TAVERN], VECTORS));
-    await db.transaction((tx) => index.replaceChunks(tx, doc, [HARBOUR, TIDES, TAVERN], VECTORS));
+    await db.transaction((tx) => index.replaceChunks(tx, doc, [HARBOUR, TIDES, TAVERN], embeddings()));
+    await db.transaction((tx) => index.replaceChunks(tx, doc, [HARBOUR, TIDES, TAVERN], embeddings()));
     expect(await chunkCount(db, doc.id)).toBe(3);
-    expect(await index.search({ ...owner, text: 'harbour', embedding: [1, 0, 0], limit: 10 })).toHaveLength(3);
+    // Vectors rank every chunk; full text finds the one that says 'harbour'. Never six.
+    expect(await index.search({ ...owner, text: 'harbour', embedding: [1, 0, 0], limit: 10 })).toHaveLength(backend.vectors ? 3 : 1);
 
     await expect(
       db.transaction(async (tx) => {

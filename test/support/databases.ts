@@ -1,5 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import postgres from 'postgres';
+import { trackDatabase } from './leftovers.ts';
 
 /** A fresh PostgreSQL database per suite, so suites run in parallel without seeing each other. */
 export async function createTempDatabase(baseUrl: string): Promise<{ url: string; drop: () => Promise<void> }> {
@@ -14,13 +15,13 @@ export async function createTempDatabase(baseUrl: string): Promise<{ url: string
   url.pathname = `/${name}`;
   return {
     url: url.toString(),
-    async drop() {
+    drop: trackDatabase(name, async () => {
       const client = postgres(baseUrl, { max: 1, onnotice: () => {} });
       try {
         await client.unsafe(`drop database if exists ${name} with (force)`);
       } finally {
         await client.end();
       }
-    },
+    }),
   };
 }

@@ -1,3 +1,4 @@
+import postgres from 'postgres';
 import { loadConfig } from '../../src/config.ts';
 
 /**
@@ -6,11 +7,26 @@ import { loadConfig } from '../../src/config.ts';
  */
 const config = loadConfig(process.env);
 
-export type Backend = { kind: 'pglite' } | { kind: 'postgres'; url: string };
+/**
+ * `vectors`: the server can load pgvector, so document search is hybrid (full text + vectors);
+ * without it Troupe searches by full text only, and the document suites assert that instead.
+ * PGlite always ships the extension.
+ */
+export type Backend = { kind: 'pglite'; vectors: true } | { kind: 'postgres'; url: string; vectors: boolean };
+
+async function hasPgvector(url: string): Promise<boolean> {
+  const sql = postgres(url, { max: 1, onnotice: () => {} });
+  try {
+    const rows = await sql`select 1 from pg_available_extensions where name = 'vector'`;
+    return rows.length > 0;
+  } finally {
+    await sql.end();
+  }
+}
 
 export const BACKENDS: Backend[] = [
-  { kind: 'pglite' },
-  ...(config.databaseUrl ? [{ kind: 'postgres' as const, url: config.databaseUrl }] : []),
+  { kind: 'pglite', vectors: true },
+  ...(config.databaseUrl ? [{ kind: 'postgres' as const, url: config.databaseUrl, vectors: await hasPgvector(config.databaseUrl) }] : []),
 ];
 
 export const HTTP_ENGINE = config.httpEngine;

@@ -2,14 +2,10 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { trackChild } from './leftovers.ts';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
 
-/** Children still running; a test that fails or times out must not leave servers behind. */
-const running = new Set<ChildProcess>();
-process.on('exit', () => {
-  for (const child of running) child.kill('SIGKILL');
-});
 
 export interface TroupeProcess {
   child: ChildProcess;
@@ -32,12 +28,11 @@ export async function spawnTroupe(env: Record<string, string>): Promise<TroupePr
     env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '', PORT: '0', HOST: '127.0.0.1', ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
-  running.add(child);
+  trackChild(child);
   let out = '';
   let err = '';
   child.stderr?.on('data', (chunk: Buffer) => (err += chunk.toString()));
   const exited = once(child, 'exit') as Promise<[number | null, NodeJS.Signals | null]>;
-  void exited.then(() => running.delete(child));
   const port = await new Promise<number>((resolve, reject) => {
     child.stdout?.on('data', (chunk: Buffer) => {
       out += chunk.toString();
@@ -81,6 +76,7 @@ export async function runTroupeExpectingFailure(env: Record<string, string>): Pr
     env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '', ...env },
     stdio: ['ignore', 'ignore', 'pipe'],
   });
+  trackChild(child);
   let stderr = '';
   child.stderr?.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
   const [code] = (await once(child, 'exit')) as [number | null];
