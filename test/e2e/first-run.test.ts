@@ -26,10 +26,11 @@ describe(`the first run on ${backend.kind}`, () => {
   it.each(['SIGTERM', 'SIGINT'] as const)('npm start stops, server included, on %s sent to the npm process itself', async (signal) => {
     const storage = await createStorage(backend);
     onTestFinished(() => storage.dispose());
-    // The real `npm start`, as a user runs it (npm on PATH, as `npm test` was run).
+    // The real `npm start`, as a user runs it (npm on PATH, as `npm test` was run). npm puts
+    // the project's own node first on PATH, so the engine is the one it can load (`auto`).
     const npm = spawn('npm', ['start'], {
       cwd: ROOT,
-      env: { ...process.env, ...storage.env, HTTP_ENGINE, PORT: '0', HOST: '127.0.0.1', LOG_LEVEL: 'info' },
+      env: { ...process.env, ...storage.env, HTTP_ENGINE: 'auto', PORT: '0', HOST: '127.0.0.1', LOG_LEVEL: 'info' },
       stdio: ['ignore', 'pipe', 'pipe'],
     });
     trackChild(npm);

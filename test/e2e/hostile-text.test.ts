@@ -1,6 +1,6 @@
 import { sql } from 'drizzle-orm';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { BACKENDS } from '../support/env.ts';
+import { BACKENDS, HTTP_ENGINE } from '../support/env.ts';
 import { GameClient } from '../support/game-client.ts';
 import { startV1Fixture, type V1Fixture } from '../support/v1.ts';
 import { openSocket } from '../support/ws-client.ts';
@@ -105,8 +105,7 @@ describe.each(BACKENDS)('hostile text on $kind', (backend) => {
     expect(await socket.next('error')).toMatchObject({ code: 'null_character', param: 'result.note' });
     socket.send('{"content":"\\udfff"}');
     expect(await socket.next('error')).toMatchObject({ code: 'invalid_unicode', param: 'content' });
-    // Invalid UTF-8 in a binary frame (a text frame too on the node engine; uWS closes those
-    // with 1007 itself, as RFC 6455 requires, before Troupe sees them).
+    // Invalid UTF-8 in a binary frame: the same answer on both engines.
     socket.ws.send(Buffer.concat([Buffer.from('{"content":"x'), Buffer.from([0xc3, 0x28]), Buffer.from('"}')]), { binary: true });
     expect(await socket.next('error')).toMatchObject({ code: 'invalid_utf8' });
     expect(await snapshot()).toEqual(before);
@@ -114,6 +113,20 @@ describe.each(BACKENDS)('hostile text on $kind', (backend) => {
     socket.send({ content: 'ok' });
     expect(await socket.reply()).toBe('Still here.');
     await socket.close();
+  });
+
+  it('answers invalid UTF-8 in a text frame with an error event on node; uWS drops such a connection itself', async () => {
+    const socket = await openSocket(`${wsBase}/conversations/${conversationId}/ws?token=${f.key}`);
+    await socket.next('ready');
+    const closed = new Promise<number>((resolve) => socket.ws.once('close', (code) => resolve(code)));
+    socket.ws.send(Buffer.from([0x7b, 0x22, 0xff, 0x22, 0x7d]), { binary: false });
+    if (HTTP_ENGINE === 'node') {
+      expect(await socket.next('error')).toMatchObject({ code: 'invalid_utf8' });
+      await socket.close();
+    } else {
+      // uWebSockets.js validates text frames before Troupe sees them (RFC 6455 section 8.1).
+      expect(await closed).toBe(1006);
+    }
   });
 
   it('answers hostile Colyseus messages with an error event and keeps the client joined', async () => {
