@@ -28,12 +28,20 @@ const Message = z.discriminatedUnion('role', [
       name: z.string().optional(),
       refusal: z.string().nullable().optional(),
       tool_calls: z.array(ToolCall).min(1).optional(),
+      /** Replies' url citations; clients send the reply back as it came. Not for the upstream. */
+      annotations: z.array(z.unknown()).optional(),
+      /** Deprecated by OpenAI for tool_calls, still accepted by it. */
+      function_call: z.object({ name: z.string().min(1), arguments: z.string() }).nullable().optional(),
       audio: z.object({ id: z.string() }).nullable().optional(),
     })
-    .refine((m) => (m.content !== undefined && m.content !== null) || m.tool_calls !== undefined, {
+    .refine((m) => (m.content !== undefined && m.content !== null) || m.tool_calls !== undefined || (m.function_call ?? undefined) !== undefined, {
       message: 'an assistant message needs content or tool_calls',
-    }),
-  z.strictObject({ role: z.literal('tool'), content: Content, tool_call_id: z.string().min(1) }),
+    })
+    .transform(({ annotations: _annotations, ...message }) => message),
+  // `name` is not in OpenAI's schema for tool messages, but OpenAI accepts it and LangChain sends it.
+  z.strictObject({ role: z.literal('tool'), content: Content, tool_call_id: z.string().min(1), name: z.string().optional() }),
+  /** The deprecated `function` role, still accepted by OpenAI. */
+  z.strictObject({ role: z.literal('function'), content: z.string().nullable(), name: z.string().min(1) }),
 ]);
 
 const Tool = z.strictObject({

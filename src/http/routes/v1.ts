@@ -43,12 +43,18 @@ export const v1Routes = [
     path: '/v1/chat/completions',
     auth: 'key',
     tags,
-    summary: 'Create a chat completion; streams server-sent events unless `stream` is false',
+    summary: 'Create a chat completion; streams server-sent events unless `stream` is false (or an OpenAI-format SDK leaves it out)',
     body: ChatCompletionRequestSchema,
-    response: { status: 200, description: 'A chat.completion object, or a text/event-stream of chat.completion.chunk objects ending with [DONE]' },
+    response: {
+      status: 200,
+      description:
+        'A chat.completion object, or a text/event-stream of chat.completion.chunk objects ending with [DONE]. Without `stream`, the reply ' +
+        'streams (the interface default) unless the caller is an OpenAI-format SDK (x-stainless-* headers, or an ai-sdk user agent) ' +
+        'that does not accept text/event-stream: those get one JSON chat.completion, as they expect.',
+    },
     errors: [404, 429, 502],
-    handler: async ({ body, principal, resources, signal, requestId }): Promise<RouteResult> => {
-      if (body.stream === false) {
+    handler: async ({ body, principal, resources, signal, requestId, headers }): Promise<RouteResult> => {
+      if (!wantsStream(body.stream, headers)) {
         return { body: await resources.chat.complete(principal.projectId, body, signal) };
       }
       // Failures until the upstream's first chunk are ordinary HTTP errors (thrown here).
@@ -77,3 +83,21 @@ export const v1Routes = [
     },
   }),
 ];
+
+/**
+ * The interface streams by default, while every OpenAI-format SDK leaves `stream` out of its
+ * non-streaming calls and expects JSON. Both hold: an explicit `stream` decides; without it a
+ * caller that asks for events, or shows no sign of being such an SDK, gets the default stream,
+ * and the SDKs (recognised by what they send) get one JSON response.
+ */
+export function wantsStream(stream: boolean | null | undefined, headers: Readonly<Record<string, string>>): boolean {
+  if (stream === true || stream === false) return stream;
+  if (/\btext\/event-stream\b/i.test(headers.accept ?? '')) return true;
+  return !isOpenAiFormatSdk(headers);
+}
+
+/** openai-node (and LangChain, LlamaIndex, the Agents SDK on top of it) sends x-stainless-*; the AI SDK says so in its user agent. */
+function isOpenAiFormatSdk(headers: Readonly<Record<string, string>>): boolean {
+  if ('x-stainless-lang' in headers || 'x-stainless-package-version' in headers) return true;
+  return /\bai-sdk[/-]/i.test(headers['user-agent'] ?? '');
+}

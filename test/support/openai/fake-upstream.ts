@@ -95,6 +95,8 @@ export interface FakeUpstream {
   readonly pendingScripts: number;
   /** Queues replies for the next chat completion requests, first in first out. */
   script(...replies: ChatScript[]): void;
+  /** Drops queued replies (a failed test's leftovers must not answer the next test). */
+  clearScripts(): void;
   /**
    * The oldest request not yet handed out by this method, waiting for one if there is none. A
    * request is handed out once its body is read; `requests` lists it from its first byte.
@@ -304,6 +306,9 @@ export async function startFakeUpstream(options: FakeUpstreamOptions = {}): Prom
     },
     script(...replies) {
       scripts.push(...replies);
+    },
+    clearScripts() {
+      scripts.length = 0;
     },
     nextRequest: () => arrivals.next(),
     nextAbort: () => abortEvents.next(),
