@@ -137,6 +137,11 @@ export class ActorSystem {
     return (await matchMaker.remoteRoomCall(room.roomId, method, args, timeoutMs)) as T;
   }
 
+  /** Resolves once the presence (Redis, when configured) answers a command. */
+  async ping(): Promise<void> {
+    await this.presence.exists('troupe:ping');
+  }
+
   async release(): Promise<void> {
     if (--this.#users > 0) return;
     ActorSystem.#current = null;

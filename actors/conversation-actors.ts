@@ -113,6 +113,11 @@ export class ConversationActors {
     }
   }
 
+  /** Resolves once the actor runtime's shared state (Redis, when configured) answers. */
+  ping(): Promise<void> {
+    return this.#deps.system.ping();
+  }
+
   /** Events of the conversation, from its actor wherever it runs. */
   subscribe(conversationId: string, listener: (event: ConversationEvent) => void): Promise<() => void> {
     return this.#deps.events.subscribe(conversationId, listener);

@@ -23,6 +23,10 @@ const ConfigSchema = z
       .optional(),
     /** Maximum PostgreSQL connections per process (postgres.js pool). */
     DATABASE_POOL_SIZE: z.coerce.number().int().min(1).max(1000).default(10),
+    /** How long opening a PostgreSQL connection may take; past it requests answer 503 database_unavailable. */
+    DATABASE_CONNECT_TIMEOUT_MS: z.coerce.number().int().min(100).max(120_000).default(3_000),
+    /** Server-side cap on one SQL statement (PostgreSQL's statement_timeout). */
+    DATABASE_STATEMENT_TIMEOUT_MS: z.coerce.number().int().min(100).max(3_600_000).default(30_000),
     /** Redis connection string: set it on every process to share conversation actors between them. */
     REDIS_URL: z
       .string()
@@ -146,6 +150,8 @@ export interface Config {
   httpEngine: 'auto' | 'uws' | 'node';
   databaseUrl: string | undefined;
   databasePoolSize: number;
+  databaseConnectTimeoutMs: number;
+  databaseStatementTimeoutMs: number;
   redisUrl: string | undefined;
   publicAddress: string | undefined;
   conversationIdleMs: number;
@@ -233,6 +239,8 @@ export function loadConfig(env: EnvInput): Config {
     httpEngine: e.HTTP_ENGINE,
     databaseUrl: e.DATABASE_URL,
     databasePoolSize: e.DATABASE_POOL_SIZE,
+    databaseConnectTimeoutMs: e.DATABASE_CONNECT_TIMEOUT_MS,
+    databaseStatementTimeoutMs: e.DATABASE_STATEMENT_TIMEOUT_MS,
     redisUrl: e.REDIS_URL,
     publicAddress: e.PUBLIC_ADDRESS,
     conversationIdleMs: e.CONVERSATION_IDLE_MS,

@@ -22,6 +22,7 @@ export const ERROR_CODES = {
   upstream_unavailable: { status: 502, type: 'api_error' },
   upstream_error: { status: 502, type: 'api_error' },
   service_unavailable: { status: 503, type: 'api_error' },
+  database_unavailable: { status: 503, type: 'api_error' },
 } as const satisfies Record<string, { status: number; type: string }>;
 
 export type ErrorCode = keyof typeof ERROR_CODES;
@@ -84,8 +85,34 @@ export interface ErrorEvent {
   param: string | null;
 }
 
+/** How long clients are told to wait before retrying while the database does not answer. */
+const DATABASE_RETRY_AFTER_S = '2';
+/** Connection-level failures: the database is down or unreachable, not the query at fault. */
+const CONNECTION_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EPIPE', 'EHOSTUNREACH', 'CONNECT_TIMEOUT', 'CONNECTION_CLOSED', 'CONNECTION_ENDED', 'CONNECTION_DESTROYED']);
+/** SQLSTATEs of a server that is shutting down or not accepting connections yet. */
+const UNAVAILABLE_SQLSTATES = new Set(['57P01', '57P02', '57P03', '53300']);
+
+/**
+ * A thrown value that means "the database does not answer" (seen through drizzle's wrapper and
+ * postgres.js' errors), as the 503 it is: a client may retry, nothing was at fault in the request.
+ */
+export function databaseUnavailable(err: unknown): TroupeError | null {
+  for (let e = err, depth = 0; e instanceof Error && depth < 5; e = e.cause, depth++) {
+    const code = (e as { code?: unknown }).code;
+    if (typeof code !== 'string') continue;
+    if (CONNECTION_CODES.has(code) || UNAVAILABLE_SQLSTATES.has(code) || code.startsWith('08')) {
+      return new TroupeError('database_unavailable', 'The database does not answer; try again shortly.', {
+        cause: err,
+        headers: { 'retry-after': DATABASE_RETRY_AFTER_S },
+      });
+    }
+  }
+  return null;
+}
+
 /** Maps any thrown value to the `error` event of the live-client protocol. */
 export function toErrorEvent(err: unknown, fallback = 'The message could not be handled.'): ErrorEvent {
+  if (!(err instanceof TroupeError)) err = databaseUnavailable(err) ?? err;
   if (err instanceof TroupeError) return { type: 'error', message: err.message, code: err.detailCode, param: err.param };
   return { type: 'error', message: fallback, code: 'internal_error', param: null };
 }
@@ -96,6 +123,7 @@ export interface ErrorBody {
 
 /** Maps any thrown value to the OpenAI-style body used on every HTTP endpoint. */
 export function toErrorBody(err: unknown, requestId: string): { status: number; body: ErrorBody; headers: Record<string, string> } {
+  if (!(err instanceof TroupeError)) err = databaseUnavailable(err) ?? err;
   if (err instanceof TroupeError) {
     return {
       status: err.status,

@@ -2,6 +2,9 @@ import { ConfigError, loadConfig } from './config.ts';
 import { createLogger } from './observability/logger.ts';
 import { startServer } from './server.ts';
 
+/** Past the grace period, how long shutdown may still take before the process exits anyway. */
+const SHUTDOWN_SLACK_MS = 3_000;
+
 /** Composition root: config -> resources -> listen -> shutdown on signals. */
 async function main(): Promise<void> {
   let config;
@@ -34,10 +37,19 @@ async function main(): Promise<void> {
     if (signalled) return;
     signalled = true;
     logger.info({ signal }, 'shutting down');
+    // Whatever still holds the event loop (a call to a process that died, a stuck client), the
+    // process exits within the grace period plus a few seconds.
+    setTimeout(() => {
+      logger.error({ graceMs: config.shutdownGraceMs }, 'shutdown did not finish in time; exiting');
+      logger.flush();
+      process.exit(1);
+    }, config.shutdownGraceMs + SHUTDOWN_SLACK_MS).unref();
     server.stop().then(
       () => {
         logger.flush();
         process.exitCode = 0;
+        // Stopped: nothing left should keep the process, and nothing may.
+        setTimeout(() => process.exit(), SHUTDOWN_SLACK_MS).unref();
       },
       (err: unknown) => {
         logger.error({ err }, 'shutdown failed');

@@ -71,6 +71,8 @@ export async function startServer(config: Config, logger: Logger): Promise<Runni
     databaseUrl: config.databaseUrl,
     dataDir: config.dataDir,
     poolSize: config.databasePoolSize,
+    connectTimeoutMs: config.databaseConnectTimeoutMs,
+    statementTimeoutMs: config.databaseStatementTimeoutMs,
   });
   const invalidations = new Invalidations(database);
   await invalidations.start();

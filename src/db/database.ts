@@ -37,6 +37,9 @@ export interface OpenDatabaseOptions {
   databaseUrl: string | undefined;
   dataDir: string;
   poolSize: number;
+  /** PostgreSQL only: bounds on opening a connection and on one statement. */
+  connectTimeoutMs?: number;
+  statementTimeoutMs?: number;
 }
 
 const MIGRATIONS_FOLDER = path.join(path.dirname(fileURLToPath(import.meta.url)), 'migrations');
@@ -46,7 +49,7 @@ const MIGRATION_LOCK_KEY = 7_302_118_411;
 /** Opens PostgreSQL (when a URL is given) or embedded PGlite, and applies pending migrations. */
 export async function openDatabase(options: OpenDatabaseOptions): Promise<Database> {
   return options.databaseUrl
-    ? openPostgres(options.databaseUrl, options.poolSize)
+    ? openPostgres(options.databaseUrl, options.poolSize, options.connectTimeoutMs ?? 3_000, options.statementTimeoutMs ?? 30_000)
     : openPglite(options.dataDir);
 }
 
@@ -77,9 +80,19 @@ async function openPglite(dataDir: string): Promise<Database> {
   };
 }
 
-async function openPostgres(url: string, poolSize: number): Promise<Database> {
+async function openPostgres(url: string, poolSize: number, connectTimeoutMs: number, statementTimeoutMs: number): Promise<Database> {
   await runPostgresMigrations(url);
-  const client = postgres(url, { max: poolSize, onnotice: () => {} });
+  // While the server is down, requests queue for a connection: a short connect timeout turns
+  // that wait into a prompt 503 (database_unavailable) instead of postgres.js' 30 s default.
+  const client = postgres(url, {
+    max: poolSize,
+    onnotice: () => {},
+    connect_timeout: connectTimeoutMs / 1000,
+    // postgres.js waits up to 20 s between reconnect attempts while queued queries wait with it;
+    // retrying within a second keeps every wait during an outage near the connect timeout.
+    backoff: (attempt: number) => Math.min(0.1 * attempt, 1),
+    connection: { statement_timeout: statementTimeoutMs },
+  });
   const db = drizzlePostgres({ client, schema }) as unknown as Db;
   return {
     kind: 'postgres',

@@ -23,7 +23,7 @@ describe.each(BACKENDS)(`HTTP layer (engine ${HTTP_ENGINE}) on $kind`, (backend)
 
   it('serves /healthz and /readyz without credentials', async () => {
     expect(await t.client(null).get('/healthz').expect(200)).toEqual({ status: 'ok' });
-    expect(await t.client(null).get('/readyz').expect(200)).toEqual({ status: 'ready', database: backend.kind });
+    expect(await t.client(null).get('/readyz').expect(200)).toEqual({ status: 'ready', database: backend.kind, redis: false });
   });
 
   it('puts x-request-id on every response, keeping a sane incoming one', async () => {

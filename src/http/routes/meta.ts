@@ -21,17 +21,23 @@ export function metaRoutes(openapi: () => unknown): Route[] {
       path: '/readyz',
       auth: 'none',
       tags,
-      summary: 'Readiness: the database answers and the process is not shutting down',
-      response: { status: 200, schema: z.object({ status: z.literal('ready'), database: z.string() }), description: 'Ready' },
+      summary: 'Readiness within 1 s: the database (and Redis, when configured) answer and the process is not shutting down',
+      response: { status: 200, schema: z.object({ status: z.literal('ready'), database: z.string(), redis: z.boolean() }), description: 'Ready' },
       errors: [503],
       handler: async ({ resources }) => {
-        if (resources.lifecycle.draining) throw new TroupeError('service_unavailable', 'The server is shutting down.');
-        try {
-          await resources.database.ping();
-        } catch (err) {
-          throw new TroupeError('service_unavailable', 'The database does not answer.', { cause: err });
+        if (resources.lifecycle.draining) throw new TroupeError('service_unavailable', 'The server is shutting down.', { detailCode: 'draining' });
+        const redis = resources.config.redisUrl !== undefined;
+        const [database, presence] = await Promise.all([
+          answersWithin(resources.database.ping(), READY_DEADLINE_MS),
+          redis ? answersWithin(resources.conversationActors.ping(), READY_DEADLINE_MS) : Promise.resolve(true),
+        ]);
+        if (!database) {
+          throw new TroupeError('database_unavailable', `The database does not answer within ${READY_DEADLINE_MS} ms.`, { headers: { 'retry-after': '2' } });
         }
-        return { body: { status: 'ready', database: resources.database.kind } };
+        if (!presence) {
+          throw new TroupeError('service_unavailable', `Redis (REDIS_URL) does not answer within ${READY_DEADLINE_MS} ms.`, { detailCode: 'redis_unavailable', headers: { 'retry-after': '2' } });
+        }
+        return { body: { status: 'ready', database: resources.database.kind, redis } };
       },
     }),
     defineRoute({
@@ -53,4 +59,18 @@ export function metaRoutes(openapi: () => unknown): Route[] {
       handler: async () => ({ body: openapi() }),
     }),
   ];
+}
+
+/** Load balancers poll readiness with short timeouts of their own: answer before them. */
+const READY_DEADLINE_MS = 1_000;
+
+/** True when `check` succeeds within `ms`; false when it fails or is still pending then. */
+function answersWithin(check: Promise<unknown>, ms: number): Promise<boolean> {
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<boolean>((resolve) => (timer = setTimeout(() => resolve(false), ms)));
+  const answered = check.then(
+    () => true,
+    () => false,
+  );
+  return Promise.race([answered, late]).finally(() => clearTimeout(timer));
 }

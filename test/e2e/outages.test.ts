@@ -1,0 +1,92 @@
+import { performance } from 'node:perf_hooks';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createTempDatabase } from '../support/databases.ts';
+import { POSTGRES_URL } from '../support/env.ts';
+import { startFaultProxy, type FaultProxy } from '../support/fault-proxy.ts';
+import { startFakeUpstream, type FakeUpstream } from '../support/openai/fake-upstream.ts';
+import { startTestServer, type TestServer } from '../support/server.ts';
+import { openSocket } from '../support/ws-client.ts';
+
+/** A bound on a wait that must not hang, with room for a loaded machine; not a speed target. */
+const PROMPTLY_MS = 6_000;
+
+/** PostgreSQL behind a proxy the test cuts: answers stay prompt and explicit, never hang or 500. */
+describe.skipIf(!POSTGRES_URL)('a PostgreSQL outage', () => {
+  let proxy: FaultProxy;
+  let upstream: FakeUpstream;
+  let t: TestServer;
+  let key: string;
+  let conversationId: string;
+
+  beforeAll(async () => {
+    const db = await createTempDatabase(POSTGRES_URL as string);
+    const u = new URL(db.url);
+    proxy = await startFaultProxy({ host: u.hostname, port: Number(u.port || 5432) });
+    upstream = await startFakeUpstream();
+    t = await startTestServer(
+      { kind: 'postgres', url: POSTGRES_URL as string, vectors: false },
+      {
+        storage: { env: { DATABASE_URL: proxy.via(db.url) }, dispose: db.drop },
+        env: { INFERENCE_BASE_URL: upstream.url, INFERENCE_MODEL: 'fake-chat-1', INFERENCE_MAX_RETRIES: '0', DATABASE_CONNECT_TIMEOUT_MS: '1000' },
+      },
+    );
+    ({ key } = await t.newProject());
+    const character = await t.client(key).post('/characters', { name: 'Sentinel' }).expect(201);
+    conversationId = (await t.client(key).post('/conversations', { characterId: character.id }).expect(201)).id;
+  });
+  afterAll(async () => {
+    await proxy?.restore();
+    await t?.close();
+    await upstream?.close();
+    await proxy?.close();
+  });
+
+  const timed = async <T>(work: () => PromiseLike<T>): Promise<{ value: T; ms: number }> => {
+    const started = performance.now();
+    const value = await work();
+    return { value, ms: performance.now() - started };
+  };
+
+  it.each(['reset', 'blackhole'] as const)('answers 503 database_unavailable with Retry-After promptly while the server is %s, and recovers', async (mode) => {
+    const api = t.client(key);
+    await api.get('/characters').expect(200);
+    await proxy.cut(mode);
+    try {
+      const ready = await timed(() => api.get('/readyz'));
+      expect(ready.value.status).toBe(503);
+      expect(ready.value.body.error.code).toBe('database_unavailable');
+      expect(ready.ms).toBeLessThan(PROMPTLY_MS);
+
+      const read = await timed(() => api.get('/characters'));
+      expect(read.value.status, read.value.text).toBe(503);
+      expect(read.value.body.error).toMatchObject({ type: 'api_error', code: 'database_unavailable' });
+      expect(read.value.headers.get('retry-after')).toBe('2');
+      expect(read.ms).toBeLessThan(PROMPTLY_MS);
+
+      const write = await api.post(`/conversations/${conversationId}/messages`, { content: 'anyone?' });
+      expect(write.status).toBe(503);
+    } finally {
+      await proxy.restore();
+    }
+    await api.get('/readyz').expect(200);
+    await api.get('/characters').expect(200);
+  });
+
+  it('tells a WebSocket sender its message was not stored while the database is down', async () => {
+    const socket = await openSocket(`${t.url.replace('http://', 'ws://')}/conversations/${conversationId}/ws?token=${key}`);
+    await socket.next('ready');
+    await proxy.cut('reset');
+    try {
+      socket.send({ content: 'hello in the dark' });
+      expect(await socket.next('error')).toMatchObject({ type: 'error', code: 'database_unavailable' });
+    } finally {
+      await proxy.restore();
+    }
+    upstream.script({ text: 'Back again.' });
+    socket.send({ content: 'hello again' });
+    expect(await socket.reply()).toBe('Back again.');
+    const stored = await t.client(key).get(`/conversations/${conversationId}`).expect(200);
+    expect(stored.messages.map((m: { content: string }) => m.content)).toEqual(['hello again', 'Back again.']);
+    await socket.close();
+  });
+});
