@@ -9,6 +9,7 @@ import type { Database } from './db/database.ts';
 import type { DocumentProcessor } from './documents/processor.ts';
 import type { DocumentService } from './documents/service.ts';
 import type { ChatCompletionService } from './inference/chat.ts';
+import type { ResponsesService } from './inference/responses/service.ts';
 import type { Metrics } from './observability/metrics.ts';
 import type { PerformService } from './perform/service.ts';
 import type { ProjectService } from './projects/service.ts';
@@ -24,6 +25,8 @@ export interface Resources {
   characters: CharacterService;
   capabilities: CapabilityService;
   chat: ChatCompletionService;
+  /** /v1/responses: the Responses API over `chat`, with stored responses. */
+  responses: ResponsesService;
   conversations: ConversationService;
   /** Conversation actors, wherever they run: every message to a conversation goes through them. */
   conversationActors: ConversationActors;

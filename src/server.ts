@@ -21,6 +21,7 @@ import { Embedder } from './retrieval/embeddings.ts';
 import { Knowledge } from './retrieval/knowledge.ts';
 import { ParserPool } from '../workers/parser-pool.ts';
 import { ChatCompletionService } from './inference/chat.ts';
+import { ResponsesService } from './inference/responses/service.ts';
 import { InferenceUpstream } from './inference/upstream.ts';
 import { createApp } from './http/app.ts';
 import { startHttpServer } from './http/engine.ts';
@@ -33,6 +34,7 @@ import { performRoutes } from './http/routes/perform.ts';
 import { matchmakeRoutes } from './http/routes/matchmake.ts';
 import { metaRoutes } from './http/routes/meta.ts';
 import { v1Routes } from './http/routes/v1.ts';
+import { v1ResponseRoutes } from './http/routes/v1-responses.ts';
 import type { Route } from './http/route.ts';
 import type { HttpServer } from './http/types.ts';
 import { Metrics } from './observability/metrics.ts';
@@ -144,6 +146,7 @@ export async function startServer(config: Config, logger: Logger): Promise<Runni
     conversationRoomType({ conversations, projects, events, logger, idleMs: config.conversationIdleMs, publicAddress: () => advertised.address, live: liveRooms }),
   );
   if (!upstream.configured) logger.warn('no inference backend configured: set INFERENCE_BASE_URL and INFERENCE_MODEL for characters to answer');
+  const chat = new ChatCompletionService({ upstream, characters, capabilities, knowledge });
   const resources: Resources = {
     config,
     logger,
@@ -153,7 +156,8 @@ export async function startServer(config: Config, logger: Logger): Promise<Runni
     projects,
     characters,
     capabilities,
-    chat: new ChatCompletionService({ upstream, characters, capabilities, knowledge }),
+    chat,
+    responses: new ResponsesService({ db: database.db, chat }),
     documents: new DocumentService({ db: database.db, characters, index: documentIndex, invalidations, cancel: (id) => documentProcessor.cancel(id) }),
     documentProcessor,
     conversations,
@@ -168,6 +172,7 @@ export async function startServer(config: Config, logger: Logger): Promise<Runni
     ...performRoutes,
     ...documentRoutes,
     ...v1Routes,
+    ...v1ResponseRoutes,
     ...matchmakeRoutes,
     ...adminRoutes,
   ];

@@ -235,3 +235,27 @@ export const documentChunks = pgTable(
     index('document_chunks_tsv_idx').using('gin', t.tsv),
   ],
 );
+
+/**
+ * Responses of /v1/responses kept for `previous_response_id` and GET (unless sent with
+ * `store: false`). Items are the Responses API's own JSON: `input` as the request sent it,
+ * `history` every item the model was given (earlier responses' context and output, then this
+ * input with item references resolved; never instructions or a character's persona, which are
+ * rebuilt per request), `output` what it produced, and `response` the whole response object.
+ */
+export const responses = pgTable(
+  'responses',
+  {
+    id: text('id').primaryKey(),
+    projectId: text('project_id')
+      .notNull()
+      .references(() => projects.id, { onDelete: 'cascade' }),
+    model: text('model').notNull(),
+    input: jsonb('input').$type<Record<string, unknown>[]>().notNull(),
+    history: jsonb('history').$type<Record<string, unknown>[]>().notNull(),
+    output: jsonb('output').$type<Record<string, unknown>[]>().notNull(),
+    response: jsonb('response').$type<Record<string, unknown>>().notNull(),
+    createdAt: createdAt(),
+  },
+  (t) => [index('responses_project_idx').on(t.projectId, t.id)],
+);

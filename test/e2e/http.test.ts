@@ -138,6 +138,7 @@ describe.each(BACKENDS)(`HTTP layer (engine ${HTTP_ENGINE}) on $kind`, (backend)
       'post /admin/projects', 'get /admin/projects', 'post /admin/projects/{projectId}/keys',
       'get /admin/projects/{projectId}/keys', 'delete /admin/keys/{keyId}',
       'get /v1/models', 'get /v1/models/{model}', 'post /v1/chat/completions',
+      'post /v1/responses', 'get /v1/responses/{responseId}', 'delete /v1/responses/{responseId}',
       'get /admin/projects/{projectId}', 'post /conversations', 'get /conversations/{conversationId}',
       'post /conversations/{conversationId}/messages', 'get /conversations/{conversationId}/ws', 'post /perform',
       'post /matchmake/{method}/{roomId}',
