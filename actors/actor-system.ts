@@ -1,8 +1,10 @@
 import { LocalDriver, LocalPresence, matchMaker, type Presence, type Room } from '@colyseus/core';
 import { RedisDriver } from '@colyseus/redis-driver';
 import { RedisPresence } from '@colyseus/redis-presence';
+import { setLogger } from '@colyseus/core/Logger';
 import type { Logger } from 'pino';
 import { TroupeError } from '../src/errors.ts';
+import { colyseusLogger, redisClient } from './redis-clients.ts';
 
 type MatchMakerDriver = matchMaker.MatchMakerDriver;
 
@@ -24,6 +26,8 @@ export interface ActorSystemOptions {
   /** Shared presence and room registry for several processes; in-process when absent. */
   redisUrl: string | undefined;
   logger: Logger;
+  /** How long one Redis command may take before it fails (503 redis_unavailable). */
+  redisCommandTimeoutMs?: number;
 }
 
 type RoomClass = new () => Room;
@@ -65,8 +69,11 @@ export class ActorSystem {
   }
 
   static async #start(options: ActorSystemOptions): Promise<ActorSystem> {
-    const presence: Presence = options.redisUrl ? new RedisPresence(options.redisUrl) : new LocalPresence();
-    const driver: MatchMakerDriver = options.redisUrl ? new RedisDriver(options.redisUrl) : new LocalDriver();
+    setLogger(colyseusLogger(options.logger));
+    const timeout = options.redisCommandTimeoutMs ?? 2_000;
+    const { redisUrl, logger } = options;
+    const presence: Presence = redisUrl ? new RedisPresence(redisClient(redisUrl, logger, 'presence', timeout)) : new LocalPresence();
+    const driver: MatchMakerDriver = redisUrl ? new RedisDriver(redisClient(redisUrl, logger, 'registry', timeout)) : new LocalDriver();
     // A conversation's actor lives where it is first needed: no extra hop for the common case
     // of a conversation served by one process, and no remote create that can time out.
     await matchMaker.setup(presence, driver, undefined, () => Promise.resolve(matchMaker.processId));

@@ -1,4 +1,4 @@
-import { ERROR_CODES, TroupeError, databaseUnavailable, type ErrorCode } from '../src/errors.ts';
+import { ERROR_CODES, TroupeError, unavailable, type ErrorCode } from '../src/errors.ts';
 
 /**
  * What an actor method returns. Calls may cross processes as JSON, where a thrown TroupeError
@@ -11,7 +11,7 @@ export type Envelope<T> =
   | { ok: false; retry: true };
 
 export function failure(err: unknown): Envelope<never> {
-  const error = err instanceof TroupeError ? err : (databaseUnavailable(err) ?? new TroupeError('internal_error', 'The conversation failed unexpectedly.'));
+  const error = err instanceof TroupeError ? err : (unavailable(err) ?? new TroupeError('internal_error', 'The conversation failed unexpectedly.'));
   return { ok: false, error: { code: error.code, message: error.message, param: error.param, detailCode: error.detailCode, reported: error.reported } };
 }
 
@@ -19,6 +19,6 @@ export function failure(err: unknown): Envelope<never> {
 export function unwrap<T>(envelope: Exclude<Envelope<T>, { retry: true }>): T {
   if (envelope.ok) return envelope.value;
   const { code, message, param, detailCode, reported } = envelope.error;
-  const headers: Record<string, string> = code === 'database_unavailable' ? { 'retry-after': '2' } : {};
+  const headers: Record<string, string> = code === 'database_unavailable' || code === 'redis_unavailable' ? { 'retry-after': '2' } : {};
   throw new TroupeError(code in ERROR_CODES ? code : 'internal_error', message, { param, detailCode, headers, reported: reported === true });
 }

@@ -32,6 +32,8 @@ const ConfigSchema = z
       .string()
       .regex(/^rediss?:\/\//, 'must start with redis:// or rediss://')
       .optional(),
+    /** How long one Redis command may take; past it the request answers 503 redis_unavailable. */
+    REDIS_COMMAND_TIMEOUT_MS: z.coerce.number().int().min(100).max(60_000).default(2_000),
     /** `host:port` where game clients reach this process (Colyseus seat reservations; with REDIS_URL). */
     PUBLIC_ADDRESS: z
       .string()
@@ -153,6 +155,7 @@ export interface Config {
   databaseConnectTimeoutMs: number;
   databaseStatementTimeoutMs: number;
   redisUrl: string | undefined;
+  redisCommandTimeoutMs: number;
   publicAddress: string | undefined;
   conversationIdleMs: number;
   dataDir: string;
@@ -242,6 +245,7 @@ export function loadConfig(env: EnvInput): Config {
     databaseConnectTimeoutMs: e.DATABASE_CONNECT_TIMEOUT_MS,
     databaseStatementTimeoutMs: e.DATABASE_STATEMENT_TIMEOUT_MS,
     redisUrl: e.REDIS_URL,
+    redisCommandTimeoutMs: e.REDIS_COMMAND_TIMEOUT_MS,
     publicAddress: e.PUBLIC_ADDRESS,
     conversationIdleMs: e.CONVERSATION_IDLE_MS,
     dataDir: e.TROUPE_DATA_DIR,

@@ -23,6 +23,7 @@ export const ERROR_CODES = {
   upstream_error: { status: 502, type: 'api_error' },
   service_unavailable: { status: 503, type: 'api_error' },
   database_unavailable: { status: 503, type: 'api_error' },
+  redis_unavailable: { status: 503, type: 'api_error' },
 } as const satisfies Record<string, { status: number; type: string }>;
 
 export type ErrorCode = keyof typeof ERROR_CODES;
@@ -85,7 +86,7 @@ export interface ErrorEvent {
   param: string | null;
 }
 
-/** How long clients are told to wait before retrying while the database does not answer. */
+/** How long clients are told to wait before retrying while the database or Redis does not answer. */
 const DATABASE_RETRY_AFTER_S = '2';
 /** Connection-level failures: the database is down or unreachable, not the query at fault. */
 const CONNECTION_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EPIPE', 'EHOSTUNREACH', 'CONNECT_TIMEOUT', 'CONNECTION_CLOSED', 'CONNECTION_ENDED', 'CONNECTION_DESTROYED']);
@@ -110,9 +111,27 @@ export function databaseUnavailable(err: unknown): TroupeError | null {
   return null;
 }
 
+/** A thrown value from a Redis command that could not run because Redis does not answer (ioredis). */
+export function redisUnavailable(err: unknown): TroupeError | null {
+  for (let e = err, depth = 0; e instanceof Error && depth < 5; e = e.cause, depth++) {
+    if (e.name === 'MaxRetriesPerRequestError' || /^(Command timed out|Connection is closed\.|Stream isn't writeable)/.test(e.message)) {
+      return new TroupeError('redis_unavailable', 'Redis (REDIS_URL) does not answer; try again shortly.', {
+        cause: err,
+        headers: { 'retry-after': DATABASE_RETRY_AFTER_S },
+      });
+    }
+  }
+  return null;
+}
+
+/** What a failure of a dependency means to the caller: a 503 it may retry, or null. */
+export function unavailable(err: unknown): TroupeError | null {
+  return redisUnavailable(err) ?? databaseUnavailable(err);
+}
+
 /** Maps any thrown value to the `error` event of the live-client protocol. */
 export function toErrorEvent(err: unknown, fallback = 'The message could not be handled.'): ErrorEvent {
-  if (!(err instanceof TroupeError)) err = databaseUnavailable(err) ?? err;
+  if (!(err instanceof TroupeError)) err = unavailable(err) ?? err;
   if (err instanceof TroupeError) return { type: 'error', message: err.message, code: err.detailCode, param: err.param };
   return { type: 'error', message: fallback, code: 'internal_error', param: null };
 }
@@ -123,7 +142,7 @@ export interface ErrorBody {
 
 /** Maps any thrown value to the OpenAI-style body used on every HTTP endpoint. */
 export function toErrorBody(err: unknown, requestId: string): { status: number; body: ErrorBody; headers: Record<string, string> } {
-  if (!(err instanceof TroupeError)) err = databaseUnavailable(err) ?? err;
+  if (!(err instanceof TroupeError)) err = unavailable(err) ?? err;
   if (err instanceof TroupeError) {
     return {
       status: err.status,

@@ -19,6 +19,7 @@ async function main(): Promise<void> {
     throw err;
   }
   const logger = createLogger(config.logLevel);
+  processLogger = logger;
   const server = await startServer(config, logger);
 
   if (server.initialKey) {
@@ -61,9 +62,14 @@ async function main(): Promise<void> {
   process.on('SIGINT', () => shutdown('SIGINT'));
 }
 
+/** Set once the logger exists; until then failures go to stderr as text. */
+let processLogger: ReturnType<typeof createLogger> | null = null;
+
 process.on('unhandledRejection', (reason) => {
-  process.stderr.write(`unhandled rejection: ${String((reason as Error)?.stack ?? reason)}\n`);
-  process.exitCode = 1;
+  // Libraries (ioredis through Colyseus) may reject without a handler during an outage: log it
+  // as one JSON line and keep serving; the failure itself was answered where it mattered.
+  if (processLogger) processLogger.error({ err: reason }, 'unhandled rejection');
+  else process.stderr.write(`unhandled rejection: ${String((reason as Error)?.stack ?? reason)}\n`);
 });
 
 await main();

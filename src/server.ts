@@ -137,7 +137,7 @@ export async function startServer(config: Config, logger: Logger): Promise<Runni
     historyTokens: config.conversationHistoryTokens,
     ...turnDeps,
   });
-  const system = await ActorSystem.acquire({ redisUrl: config.redisUrl, logger });
+  const system = await ActorSystem.acquire({ redisUrl: config.redisUrl, logger, redisCommandTimeoutMs: config.redisCommandTimeoutMs });
   const events = new ConversationEvents(system.presence);
   const advertised: { address?: string } = {};
   const liveRooms = new Set<ConversationRoom>();

@@ -3,7 +3,7 @@ import type { CapabilityService } from '../capabilities/service.ts';
 import type { CharacterService } from '../characters/service.ts';
 import type { Db } from '../db/database.ts';
 import type { RecordedCapabilityCall } from '../db/schema.ts';
-import { TroupeError, databaseUnavailable, notFound, toErrorEvent } from '../errors.ts';
+import { TroupeError, notFound, unavailable, toErrorEvent } from '../errors.ts';
 import { runCharacterTurn, type TurnDeps } from '../inference/character-turn.ts';
 import type { Citation } from '../retrieval/knowledge.ts';
 import { analyseConversation } from './analysis.ts';
@@ -130,7 +130,7 @@ export class ConversationService {
       };
     } catch (err) {
       publish(toErrorEvent(err, 'The character could not reply.'));
-      const known = err instanceof TroupeError ? err : databaseUnavailable(err);
+      const known = err instanceof TroupeError ? err : unavailable(err);
       throw known ? known.asReported() : new TroupeError('internal_error', 'The character could not reply.', { cause: err, reported: true });
     }
   }

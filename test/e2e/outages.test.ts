@@ -1,11 +1,15 @@
 import { performance } from 'node:perf_hooks';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createTempDatabase } from '../support/databases.ts';
-import { POSTGRES_URL } from '../support/env.ts';
+import { ApiClient } from '../support/client.ts';
+import { BACKENDS, HTTP_ENGINE, POSTGRES_URL, REDIS_URL, type Backend } from '../support/env.ts';
+import { spawnTroupe, type TroupeProcess } from '../support/process.ts';
 import { startFaultProxy, type FaultProxy } from '../support/fault-proxy.ts';
 import { startFakeUpstream, type FakeUpstream } from '../support/openai/fake-upstream.ts';
-import { startTestServer, type TestServer } from '../support/server.ts';
+import { createStorage, startTestServer, type TestServer } from '../support/server.ts';
 import { openSocket } from '../support/ws-client.ts';
+
+const KEY = 'sk-troupe-outages_redis_key_000001';
 
 /** A bound on a wait that must not hang, with room for a loaded machine; not a speed target. */
 const PROMPTLY_MS = 6_000;
@@ -88,5 +92,70 @@ describe.skipIf(!POSTGRES_URL)('a PostgreSQL outage', () => {
     const stored = await t.client(key).get(`/conversations/${conversationId}`).expect(200);
     expect(stored.messages.map((m: { content: string }) => m.content)).toEqual(['hello again', 'Back again.']);
     await socket.close();
+  });
+});
+
+/** Redis behind a proxy the test cuts, under a real Troupe process whose output is read. */
+describe.skipIf(!REDIS_URL)('a Redis outage', () => {
+  let proxy: FaultProxy;
+  let upstream: FakeUpstream;
+  let troupe: TroupeProcess;
+  let api: ApiClient;
+  let characterId: string;
+
+  beforeAll(async () => {
+    const u = new URL(REDIS_URL as string);
+    proxy = await startFaultProxy({ host: u.hostname, port: Number(u.port || 6379) });
+    upstream = await startFakeUpstream();
+    const storage = await createStorage(BACKENDS[0] as Backend);
+    troupe = await spawnTroupe({
+      ...storage.env,
+      HTTP_ENGINE,
+      LOG_LEVEL: 'info',
+      REDIS_URL: proxy.via(REDIS_URL as string),
+      TROUPE_BOOTSTRAP_KEY: KEY,
+      INFERENCE_BASE_URL: upstream.url,
+      INFERENCE_MODEL: 'fake-chat-1',
+      INFERENCE_MAX_RETRIES: '0',
+    });
+    disposeStorage = storage.dispose;
+    api = new ApiClient(troupe.url, KEY);
+    characterId = (await api.post('/characters', { name: 'Lamplighter' }).expect(201)).id;
+  });
+  let disposeStorage: () => Promise<void> = async () => {};
+  afterAll(async () => {
+    await proxy?.restore();
+    await troupe?.stop();
+    await upstream?.close();
+    await proxy?.close();
+    await disposeStorage();
+  });
+
+  it('answers 503 redis_unavailable promptly, keeps local actors answering, logs only JSON, and recovers', async () => {
+    const warm = (await api.post('/conversations', { characterId }).expect(201)).id;
+    await api.post(`/conversations/${warm}/messages`, { content: 'before' }).expect(200);
+    await proxy.cut('reset');
+    try {
+      const ready = await api.get('/readyz');
+      expect(ready.status).toBe(503);
+      expect(ready.body.error.code).toBe('redis_unavailable');
+      // A conversation whose actor runs here keeps answering its HTTP callers.
+      await api.post(`/conversations/${warm}/messages`, { content: 'during' }).expect(200);
+      // One whose actor must be found or made through Redis cannot be, and says so.
+      const cold = (await api.post('/conversations', { characterId }).expect(201)).id;
+      const refused = await api.post(`/conversations/${cold}/messages`, { content: 'cold' });
+      expect(refused.status, refused.text).toBe(503);
+      expect(refused.body.error.code).toBe('redis_unavailable');
+      expect(refused.headers.get('retry-after')).toBe('2');
+    } finally {
+      await proxy.restore();
+    }
+    await troupe.waitForOutput(/"msg":"redis connection restored"/);
+    await api.get('/readyz').expect(200);
+    const after = (await api.post('/conversations', { characterId }).expect(201)).id;
+    await api.post(`/conversations/${after}/messages`, { content: 'after' }).expect(200);
+    // Every line the process wrote is JSON: no "[ioredis] Unhandled error event" text.
+    const lines = [...troupe.stdout().split('\n'), ...troupe.stderr().split('\n')].filter((line) => line.trim() !== '');
+    for (const line of lines) expect(() => JSON.parse(line), line).not.toThrow();
   });
 });

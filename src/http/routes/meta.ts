@@ -35,7 +35,7 @@ export function metaRoutes(openapi: () => unknown): Route[] {
           throw new TroupeError('database_unavailable', `The database does not answer within ${READY_DEADLINE_MS} ms.`, { headers: { 'retry-after': '2' } });
         }
         if (!presence) {
-          throw new TroupeError('service_unavailable', `Redis (REDIS_URL) does not answer within ${READY_DEADLINE_MS} ms.`, { detailCode: 'redis_unavailable', headers: { 'retry-after': '2' } });
+          throw new TroupeError('redis_unavailable', `Redis (REDIS_URL) does not answer within ${READY_DEADLINE_MS} ms.`, { headers: { 'retry-after': '2' } });
         }
         return { body: { status: 'ready', database: resources.database.kind, redis } };
       },
