@@ -1,6 +1,6 @@
 import { sql } from 'drizzle-orm';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { BACKENDS, HTTP_ENGINE } from '../support/env.ts';
+import { BACKENDS } from '../support/env.ts';
 import { GameClient } from '../support/game-client.ts';
 import { startV1Fixture, type V1Fixture } from '../support/v1.ts';
 import { openSocket } from '../support/ws-client.ts';
@@ -120,7 +120,7 @@ describe.each(BACKENDS)('hostile text on $kind', (backend) => {
     await socket.next('ready');
     const closed = new Promise<number>((resolve) => socket.ws.once('close', (code) => resolve(code)));
     socket.ws.send(Buffer.from([0x7b, 0x22, 0xff, 0x22, 0x7d]), { binary: false });
-    if (HTTP_ENGINE === 'node') {
+    if (f.t.server.engine === 'node') {
       expect(await socket.next('error')).toMatchObject({ code: 'invalid_utf8' });
       await socket.close();
     } else {
