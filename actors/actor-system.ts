@@ -144,6 +144,29 @@ export class ActorSystem {
     return (await matchMaker.remoteRoomCall(room.roomId, method, args, timeoutMs)) as T;
   }
 
+  /**
+   * Calls `listener` once each time the presence's subscription connection to Redis is lost
+   * (events from other processes stop arriving until it is back). Never with in-memory presence.
+   */
+  onPresenceLost(listener: () => void): void {
+    const sub = (this.presence as unknown as { sub?: { on(event: string, cb: () => void): void } }).sub;
+    if (!this.#options.redisUrl || !sub) return;
+    let up = true;
+    const lost = () => {
+      if (!up) return;
+      up = false;
+      listener();
+    };
+    sub.on('error', lost);
+    sub.on('close', lost);
+    sub.on('ready', () => (up = true));
+  }
+
+  /** Whether the room runs in this process. */
+  isLocal(roomId: string): boolean {
+    return matchMaker.getLocalRoomById(roomId) !== undefined;
+  }
+
   /** Resolves once the presence (Redis, when configured) answers a command. */
   async ping(): Promise<void> {
     await this.presence.exists('troupe:ping');

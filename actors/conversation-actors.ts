@@ -119,8 +119,8 @@ export class ConversationActors {
   }
 
   /** Events of the conversation, from its actor wherever it runs. */
-  subscribe(conversationId: string, listener: (event: ConversationEvent) => void): Promise<() => void> {
-    return this.#deps.events.subscribe(conversationId, listener);
+  subscribe(conversationId: string, listener: (event: ConversationEvent) => void, onLost?: () => void): Promise<() => void> {
+    return this.#deps.events.subscribe(conversationId, listener, onLost);
   }
 
   async #locate(projectId: string, conversationId: string): Promise<Conversation & { projectId: string }> {

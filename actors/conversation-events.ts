@@ -1,35 +1,61 @@
+import { randomUUID } from 'node:crypto';
 import type { Presence } from '@colyseus/core';
 import type { ConversationEvent } from '../src/conversations/events.ts';
 
 type Listener = (event: ConversationEvent) => void;
+/** What travels on the channel: the event and which ConversationEvents published it. */
+type Published = { origin: string; event: ConversationEvent };
 
 const channel = (conversationId: string) => `troupe:conversation:${conversationId}`;
 
 /**
- * Fan-out of a conversation's events to the plain WebSockets of every process. The actor
- * publishes each event once on the conversation's presence channel (Redis pub/sub with
- * REDIS_URL, in memory otherwise); each process subscribes once per conversation with local
- * sockets and hands every event to each of them, in publication order.
+ * Fan-out of a conversation's events to the plain WebSockets of every process. The actor hands
+ * each event to this server's own listeners directly, then publishes it once on the
+ * conversation's presence channel (Redis pub/sub with REDIS_URL, in memory otherwise) for the
+ * others; each server subscribes once per conversation with listeners and hands every event
+ * to each of them, in publication order. Local delivery needs no Redis, so a Redis outage
+ * cannot cost the sockets of a conversation whose actor runs here a single event.
  */
 export class ConversationEvents {
   readonly #presence: Presence;
-  readonly #topics = new Map<string, { listeners: Set<Listener>; receive: (event: ConversationEvent) => void; ready: Promise<unknown> }>();
+  readonly #origin = randomUUID();
+  readonly #topics = new Map<string, { listeners: Set<Listener>; receive: (published: Published) => void; ready: Promise<unknown> }>();
+  readonly #lostHandlers = new Map<Listener, () => void>();
 
   constructor(presence: Presence) {
     this.#presence = presence;
   }
 
   publish(conversationId: string, event: ConversationEvent): void {
-    this.#presence.publish(channel(conversationId), event);
+    const topic = this.#topics.get(conversationId);
+    if (topic) for (const each of topic.listeners) each(event);
+    const published: Published = { origin: this.#origin, event };
+    // Other servers' listeners; a failure (Redis down) is theirs to notice, and is logged once
+    // by the connection, so it must not surface here as an unhandled rejection.
+    Promise.resolve(this.#presence.publish(channel(conversationId), published)).catch(() => {});
+  }
+
+  /**
+   * The presence lost its connection: listeners of conversations whose actor runs elsewhere
+   * (`isLocal` false) can no longer be sure to get every event, so each is told through the
+   * `onLost` it subscribed with, rather than left with a reply that has holes.
+   */
+  lost(isLocal: (conversationId: string) => boolean): void {
+    for (const [conversationId, topic] of this.#topics) {
+      if (isLocal(conversationId)) continue;
+      for (const listener of topic.listeners) this.#lostHandlers.get(listener)?.();
+    }
   }
 
   /** Resolves once events published from now on reach `listener`; call the result to stop. */
-  async subscribe(conversationId: string, listener: Listener): Promise<() => void> {
+  async subscribe(conversationId: string, listener: Listener, onLost?: () => void): Promise<() => void> {
+    if (onLost) this.#lostHandlers.set(listener, onLost);
     let topic = this.#topics.get(conversationId);
     if (!topic) {
       const listeners = new Set<Listener>();
-      const receive = (event: ConversationEvent) => {
-        for (const each of listeners) each(event);
+      const receive = (published: Published) => {
+        if (published.origin === this.#origin) return; // delivered already, in publish()
+        for (const each of listeners) each(published.event);
       };
       topic = { listeners, receive, ready: this.#presence.subscribe(channel(conversationId), receive) };
       this.#topics.set(conversationId, topic);
@@ -38,6 +64,7 @@ export class ConversationEvents {
     await topic.ready;
     const current = topic;
     return () => {
+      this.#lostHandlers.delete(listener);
       current.listeners.delete(listener);
       if (current.listeners.size === 0 && this.#topics.get(conversationId) === current) {
         this.#topics.delete(conversationId);

@@ -12,6 +12,7 @@ export const ID_PREFIX = {
   chunk: 'chunk_',
   room: 'room_',
   participant: 'participant_',
+  reply: 'reply_',
 } as const;
 
 export type IdKind = keyof typeof ID_PREFIX;

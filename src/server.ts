@@ -139,6 +139,7 @@ export async function startServer(config: Config, logger: Logger): Promise<Runni
   });
   const system = await ActorSystem.acquire({ redisUrl: config.redisUrl, logger, redisCommandTimeoutMs: config.redisCommandTimeoutMs });
   const events = new ConversationEvents(system.presence);
+  system.onPresenceLost(() => events.lost((conversationId) => system.isLocal(conversationId)));
   const advertised: { address?: string } = {};
   const liveRooms = new Set<ConversationRoom>();
   const roomName = system.define(

@@ -4,6 +4,7 @@ import type { CharacterService } from '../characters/service.ts';
 import type { Db } from '../db/database.ts';
 import type { RecordedCapabilityCall } from '../db/schema.ts';
 import { TroupeError, notFound, unavailable, toErrorEvent } from '../errors.ts';
+import { newId } from '../ids.ts';
 import { runCharacterTurn, type TurnDeps } from '../inference/character-turn.ts';
 import type { Citation } from '../retrieval/knowledge.ts';
 import { analyseConversation } from './analysis.ts';
@@ -98,13 +99,16 @@ export class ConversationService {
     const playerMessage = await appendMessage(db, conversationId, 'player', content);
     outlet.stored?.(publicMessage(playerMessage));
     const { publish } = outlet;
+    // Every event of this reply names it, so a listener can tell replies apart and knows which
+    // one an `error` ends.
+    const replyId = newId('reply');
     try {
       const character = await this.#deps.characters.get(projectId, conversation.characterId);
       const capabilities = await this.#deps.capabilities.getMany(projectId, character.capabilityGroupIds);
       const history = toChatHistory(await recentMessages(db, conversationId, HISTORY_FETCH_LIMIT), this.#deps.historyTokens);
       const channel: ClientChannel = {
         deliver: (call: CapabilityCallEvent) =>
-          publish({ type: 'capability', characterId: character.id, name: call.name, params: call.params, callId: call.callId }),
+          publish({ type: 'capability', characterId: character.id, name: call.name, params: call.params, callId: call.callId, replyId }),
         ...(outlet.awaitResult ? { awaitResult: outlet.awaitResult } : {}),
       };
       const turn = await runCharacterTurn(this.#deps, {
@@ -115,13 +119,13 @@ export class ConversationService {
         history,
         channel,
         signal,
-        onText: (delta) => publish({ type: 'chunk', characterId: character.id, content: delta, done: false }),
+        onText: (delta) => publish({ type: 'chunk', characterId: character.id, content: delta, done: false, replyId }),
       });
       // Stored before `done` goes out, so a client that reacts to `done` finds the reply in the history.
       const characterMessage = await appendMessage(db, conversationId, 'character', turn.text, turn.calls);
       outlet.stored?.(publicMessage(characterMessage));
-      publish({ type: 'chunk', characterId: character.id, content: '', done: true });
-      if (turn.citations.length > 0) publish({ type: 'citations', characterId: character.id, citations: turn.citations });
+      publish({ type: 'chunk', characterId: character.id, content: '', done: true, replyId });
+      if (turn.citations.length > 0) publish({ type: 'citations', characterId: character.id, citations: turn.citations, replyId });
       return {
         playerMessage: publicMessage(playerMessage),
         characterMessage: publicMessage(characterMessage),
@@ -129,7 +133,7 @@ export class ConversationService {
         citations: turn.citations,
       };
     } catch (err) {
-      publish(toErrorEvent(err, 'The character could not reply.'));
+      publish({ ...toErrorEvent(err, 'The character could not reply.'), replyId });
       const known = err instanceof TroupeError ? err : unavailable(err);
       throw known ? known.asReported() : new TroupeError('internal_error', 'The character could not reply.', { cause: err, reported: true });
     }

@@ -11,6 +11,9 @@ import type { WebSocketHandler, WebSocketSession } from './types.ts';
  * gets an `error` event and the socket stays open. The conversation's actor may run in another
  * process: events arrive through its presence channel, messages go to it as calls.
  */
+/** RFC 6455's "try again later". */
+const WS_TRY_AGAIN_LATER = 1013;
+
 export function conversationSocket(resources: Resources, projectId: string, conversationId: string, characterId: string): WebSocketHandler {
   const { conversationActors: actors, logger } = resources;
   let unsubscribe: (() => void) | null = null;
@@ -18,14 +21,20 @@ export function conversationSocket(resources: Resources, projectId: string, conv
 
   const send = (session: WebSocketSession, event: ConversationEvent) => {
     // A client too slow to take its stream would get a reply with holes; close it instead.
-    if (!session.send(JSON.stringify(event))) session.close(1013, 'client too slow to receive the stream');
+    if (!session.send(JSON.stringify(event))) session.close(WS_TRY_AGAIN_LATER, 'client too slow to receive the stream');
   };
   const fail = (session: WebSocketSession, err: unknown, fallback?: string) => send(session, toErrorEvent(err, fallback));
 
   return {
     onOpen(session) {
       // `ready` means subscribed: every event published after it reaches this socket.
-      actors.subscribe(conversationId, (event) => send(session, event)).then(
+      // Events from an actor on another process come through Redis: when that link is lost the
+      // client is told and closed (1013, try again later), never left with holes in a reply.
+      const onLost = () => {
+        fail(session, new TroupeError('redis_unavailable', "Lost the link to the conversation's actor on another process; reconnect."));
+        session.close(WS_TRY_AGAIN_LATER, 'conversation events interrupted');
+      };
+      actors.subscribe(conversationId, (event) => send(session, event), onLost).then(
         (stop) => {
           if (closed) return stop();
           unsubscribe = stop;

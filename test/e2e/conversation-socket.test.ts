@@ -108,7 +108,7 @@ describe.each(BACKENDS)('conversation WebSocket on $kind', (backend) => {
     f.upstream.script({ toolCalls: [{ name: 'ask_item', arguments: { item: 'coin' } }] }, { text: 'Thank you kindly.' });
     socket.send({ content: 'Here you go' });
     const call = await socket.next('capability');
-    expect(call).toEqual({ type: 'capability', characterId: character.id, name: 'ask_item', params: { item: 'coin' }, callId: expect.any(String) });
+    expect(call).toEqual({ type: 'capability', characterId: character.id, name: 'ask_item', params: { item: 'coin' }, callId: expect.any(String), replyId: expect.stringMatching(/^reply_/) });
     socket.send({ type: 'capability_result', callId: call.callId, result: { given: 'coin', amount: 2 } });
     expect(await socket.reply()).toBe('Thank you kindly.');
     expect(JSON.parse(lastChat().messages.at(-1)?.content ?? 'null')).toEqual({ given: 'coin', amount: 2 });

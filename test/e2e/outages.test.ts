@@ -1,5 +1,5 @@
 import { performance } from 'node:perf_hooks';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, onTestFinished } from 'vitest';
 import { createTempDatabase } from '../support/databases.ts';
 import { ApiClient } from '../support/client.ts';
 import { BACKENDS, HTTP_ENGINE, POSTGRES_URL, REDIS_URL, type Backend } from '../support/env.ts';
@@ -134,13 +134,25 @@ describe.skipIf(!REDIS_URL)('a Redis outage', () => {
   it('answers 503 redis_unavailable promptly, keeps local actors answering, logs only JSON, and recovers', async () => {
     const warm = (await api.post('/conversations', { characterId }).expect(201)).id;
     await api.post(`/conversations/${warm}/messages`, { content: 'before' }).expect(200);
+    const socket = await openSocket(`${troupe.url.replace('http://', 'ws://')}/conversations/${warm}/ws?token=${KEY}`);
+    await socket.next('ready');
     await proxy.cut('reset');
     try {
       const ready = await api.get('/readyz');
       expect(ready.status).toBe(503);
       expect(ready.body.error.code).toBe('redis_unavailable');
-      // A conversation whose actor runs here keeps answering its HTTP callers.
+      // A conversation whose actor runs here keeps answering its HTTP callers, and its sockets
+      // here get every event of the reply, named by its reply id, without Redis.
+      upstream.script({ text: 'Lamps lit, every one.' });
       await api.post(`/conversations/${warm}/messages`, { content: 'during' }).expect(200);
+      const chunks: Record<string, unknown>[] = [];
+      for (let event = await socket.next('chunk'); ; event = await socket.next('chunk')) {
+        chunks.push(event);
+        if (event.done === true) break;
+      }
+      expect(chunks.map((c) => c.content).join('')).toBe('Lamps lit, every one.');
+      expect(new Set(chunks.map((c) => c.replyId)).size).toBe(1);
+      expect(String(chunks[0]?.replyId)).toMatch(/^reply_/);
       // One whose actor must be found or made through Redis cannot be, and says so.
       const cold = (await api.post('/conversations', { characterId }).expect(201)).id;
       const refused = await api.post(`/conversations/${cold}/messages`, { content: 'cold' });
@@ -154,8 +166,36 @@ describe.skipIf(!REDIS_URL)('a Redis outage', () => {
     await api.get('/readyz').expect(200);
     const after = (await api.post('/conversations', { characterId }).expect(201)).id;
     await api.post(`/conversations/${after}/messages`, { content: 'after' }).expect(200);
+    await socket.close();
     // Every line the process wrote is JSON: no "[ioredis] Unhandled error event" text.
     const lines = [...troupe.stdout().split('\n'), ...troupe.stderr().split('\n')].filter((line) => line.trim() !== '');
     for (const line of lines) expect(() => JSON.parse(line), line).not.toThrow();
+  });
+});
+
+/** Two processes, Redis behind a proxy: a socket fed from the other process is told, not starved. */
+describe.skipIf(!POSTGRES_URL || !REDIS_URL)('a Redis outage between two processes', () => {
+  it("tells a socket whose conversation's actor runs on the other process, then closes it with 1013", async () => {
+    const u = new URL(REDIS_URL as string);
+    const proxy = await startFaultProxy({ host: u.hostname, port: Number(u.port || 6379) });
+    onTestFinished(() => proxy.close());
+    const upstream = await startFakeUpstream();
+    onTestFinished(() => upstream.close());
+    const db = await createTempDatabase(POSTGRES_URL as string);
+    onTestFinished(() => db.drop());
+    const env = { DATABASE_URL: db.url, REDIS_URL: proxy.via(REDIS_URL as string), HTTP_ENGINE, TROUPE_BOOTSTRAP_KEY: KEY, INFERENCE_BASE_URL: upstream.url, INFERENCE_MODEL: 'fake-chat-1' };
+    const [a, b] = await Promise.all([spawnTroupe(env), spawnTroupe(env)]);
+    onTestFinished(async () => void (await Promise.all([a.stop(), b.stop()])));
+    const apiA = new ApiClient(a.url, KEY);
+    const character = await apiA.post('/characters', { name: 'Ferryman' }).expect(201);
+    const id = (await apiA.post('/conversations', { characterId: character.id }).expect(201)).id;
+    await apiA.post(`/conversations/${id}/messages`, { content: 'the actor lives on A' }).expect(200);
+    const socket = await openSocket(`${b.url.replace('http://', 'ws://')}/conversations/${id}/ws?token=${KEY}`);
+    await socket.next('ready');
+    const closed = new Promise<number>((resolve) => socket.ws.once('close', (code) => resolve(code)));
+    await proxy.cut('reset');
+    expect(await socket.next('error')).toMatchObject({ code: 'redis_unavailable' });
+    expect(await closed).toBe(1013);
+    await proxy.restore();
   });
 });
