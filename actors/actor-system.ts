@@ -4,6 +4,7 @@ import { RedisPresence } from '@colyseus/redis-presence';
 import { setLogger } from '@colyseus/core/Logger';
 import type { Logger } from 'pino';
 import { TroupeError } from '../src/errors.ts';
+import { Ownership } from './ownership.ts';
 import { colyseusLogger, redisClient } from './redis-clients.ts';
 
 type MatchMakerDriver = matchMaker.MatchMakerDriver;
@@ -28,6 +29,8 @@ export interface ActorSystemOptions {
   logger: Logger;
   /** How long one Redis command may take before it fails (503 redis_unavailable). */
   redisCommandTimeoutMs?: number;
+  /** How soon an actor whose process died is made again elsewhere. */
+  failoverMs?: number;
 }
 
 type RoomClass = new () => Room;
@@ -43,13 +46,15 @@ export class ActorSystem {
   readonly #driver: MatchMakerDriver;
   readonly #options: ActorSystemOptions;
   readonly #creating = new Map<string, Promise<RoomRef>>();
+  readonly #ownership: Ownership;
   #users = 0;
   #roomTypes = 0;
 
-  private constructor(options: ActorSystemOptions, presence: Presence, driver: MatchMakerDriver) {
+  private constructor(options: ActorSystemOptions, presence: Presence, driver: MatchMakerDriver, ownership: Ownership) {
     this.#options = options;
     this.presence = presence;
     this.#driver = driver;
+    this.#ownership = ownership;
   }
 
   static #current: Promise<ActorSystem> | null = null;
@@ -73,14 +78,16 @@ export class ActorSystem {
     const timeout = options.redisCommandTimeoutMs ?? 2_000;
     const { redisUrl, logger } = options;
     const presence: Presence = redisUrl ? new RedisPresence(redisClient(redisUrl, logger, 'presence', timeout)) : new LocalPresence();
-    const driver: MatchMakerDriver = redisUrl ? new RedisDriver(redisClient(redisUrl, logger, 'registry', timeout)) : new LocalDriver();
+    const registry = redisUrl ? redisClient(redisUrl, logger, 'registry', timeout, () => void ownership.restored()) : null;
+    const ownership = new Ownership({ redis: registry, logger, failoverMs: options.failoverMs ?? 5_000 });
+    const driver: MatchMakerDriver = registry ? new RedisDriver(registry) : new LocalDriver();
     // A conversation's actor lives where it is first needed: no extra hop for the common case
     // of a conversation served by one process, and no remote create that can time out.
     await matchMaker.setup(presence, driver, undefined, () => Promise.resolve(matchMaker.processId));
     matchMaker.controller.exposedMethods = ['joinById', 'reconnect'];
     await matchMaker.accept();
     options.logger.info({ processId: matchMaker.processId, redis: Boolean(options.redisUrl) }, 'actor system ready');
-    return new ActorSystem(options, presence, driver);
+    return new ActorSystem(options, presence, driver, ownership);
   }
 
   /** Registers a room type under a name unique in this process, and returns the name. */
@@ -120,6 +127,7 @@ export class ActorSystem {
       if (found) return found;
       if ((await this.presence.hincrbyex(lock, 'n', 1, 10)) === 1) {
         try {
+          await this.#ownership.mayCreate();
           const raced = await this.find(roomId);
           if (raced) return raced;
           const listing = await matchMaker.createRoom(roomName, options);
@@ -141,7 +149,9 @@ export class ActorSystem {
    */
   async call<T>(room: RoomRef, method: string, args: unknown[], timeoutMs: number): Promise<T> {
     if (room.processId === matchMaker.processId && !matchMaker.getLocalRoomById(room.roomId)) throw new RoomGone(room.roomId);
-    return (await matchMaker.remoteRoomCall(room.roomId, method, args, timeoutMs)) as T;
+    const call = matchMaker.remoteRoomCall(room.roomId, method, args, timeoutMs) as Promise<T>;
+    // A process that dies mid-call never answers: its actor is made again elsewhere instead.
+    return this.#ownership.watch(room.processId, call, () => new RoomGone(room.roomId));
   }
 
   /**

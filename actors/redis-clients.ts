@@ -8,7 +8,7 @@ import type { Logger } from 'pino';
  * reconnect attempt instead of queueing for the whole outage, and connection errors become one
  * JSON log line each time the state changes, not "[ioredis] Unhandled error event" on stderr.
  */
-export function redisClient(url: string, logger: Logger, role: string, commandTimeoutMs: number): Redis {
+export function redisClient(url: string, logger: Logger, role: string, commandTimeoutMs: number, onRestored?: () => void): Redis {
   const client = new Redis(url, {
     commandTimeout: commandTimeoutMs,
     maxRetriesPerRequest: 1,
@@ -16,15 +16,21 @@ export function redisClient(url: string, logger: Logger, role: string, commandTi
     retryStrategy: (attempt) => Math.min(100 * attempt, 1_000),
   });
   let down = false;
+  let logged = false;
   client.on('error', (err: Error) => {
-    if (down) return;
     down = true;
+    if (logged) return;
+    logged = true;
     logger.warn({ err, redis: role }, 'redis connection lost');
   });
+  // A restarted server may close the connection cleanly, with no error before it comes back.
+  client.on('close', () => (down = true));
   client.on('ready', () => {
     if (!down) return;
     down = false;
-    logger.info({ redis: role }, 'redis connection restored');
+    if (logged) logger.info({ redis: role }, 'redis connection restored');
+    logged = false;
+    onRestored?.();
   });
   return client;
 }

@@ -34,6 +34,8 @@ const ConfigSchema = z
       .optional(),
     /** How long one Redis command may take; past it the request answers 503 redis_unavailable. */
     REDIS_COMMAND_TIMEOUT_MS: z.coerce.number().int().min(100).max(60_000).default(2_000),
+    /** How soon a conversation whose process died is taken over by another (health-checked while calls wait). */
+    ACTOR_FAILOVER_MS: z.coerce.number().int().min(1_000).max(600_000).default(5_000),
     /** `host:port` where game clients reach this process (Colyseus seat reservations; with REDIS_URL). */
     PUBLIC_ADDRESS: z
       .string()
@@ -156,6 +158,7 @@ export interface Config {
   databaseStatementTimeoutMs: number;
   redisUrl: string | undefined;
   redisCommandTimeoutMs: number;
+  actorFailoverMs: number;
   publicAddress: string | undefined;
   conversationIdleMs: number;
   dataDir: string;
@@ -246,6 +249,7 @@ export function loadConfig(env: EnvInput): Config {
     databaseStatementTimeoutMs: e.DATABASE_STATEMENT_TIMEOUT_MS,
     redisUrl: e.REDIS_URL,
     redisCommandTimeoutMs: e.REDIS_COMMAND_TIMEOUT_MS,
+    actorFailoverMs: e.ACTOR_FAILOVER_MS,
     publicAddress: e.PUBLIC_ADDRESS,
     conversationIdleMs: e.CONVERSATION_IDLE_MS,
     dataDir: e.TROUPE_DATA_DIR,

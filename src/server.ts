@@ -137,7 +137,7 @@ export async function startServer(config: Config, logger: Logger): Promise<Runni
     historyTokens: config.conversationHistoryTokens,
     ...turnDeps,
   });
-  const system = await ActorSystem.acquire({ redisUrl: config.redisUrl, logger, redisCommandTimeoutMs: config.redisCommandTimeoutMs });
+  const system = await ActorSystem.acquire({ redisUrl: config.redisUrl, logger, redisCommandTimeoutMs: config.redisCommandTimeoutMs, failoverMs: config.actorFailoverMs });
   const events = new ConversationEvents(system.presence);
   system.onPresenceLost(() => events.lost((conversationId) => system.isLocal(conversationId)));
   const advertised: { address?: string } = {};
