@@ -251,15 +251,30 @@ export class ConversationRoom extends Room<{ state: ConversationState }> {
     if (this.#lifecycle?.getSnapshot().status === 'active') this.#lifecycle.send(event);
   }
 
-  /** Disposes the actor now (its server is stopping); resolves once it is gone. */
+  /** Resolves once the queue is empty, refusing new work from that moment on. */
+  async #drained(): Promise<void> {
+    for (;;) {
+      const queue = this.#queue;
+      await queue;
+      if (queue === this.#queue) {
+        this.#closing = true;
+        return;
+      }
+    }
+  }
+
+  /** Disposes the actor once its work is done (its server is stopping); resolves once it is gone. */
   close(): Promise<void> {
     this.#signal({ type: 'shutdown' });
     return this.#disposed ?? Promise.resolve();
   }
 
   #dispose(): void {
-    this.#closing = true;
-    this.#disposed ??= this.lock()
+    // Replies under way, and messages that reach the actor meanwhile, finish here first: it
+    // stays listed (other processes keep sending to it, in order) until its queue is empty,
+    // and only then is unlisted, so a rolling deploy never starts a second actor mid-reply.
+    this.#disposed ??= this.#drained()
+      .then(() => this.lock())
       .then(() => this.disconnect())
       .then(
         () => undefined,

@@ -7,14 +7,14 @@ import { ApiClient } from '../support/client.ts';
 import { createTempDatabase } from '../support/databases.ts';
 import { HTTP_ENGINE, POSTGRES_URL, REDIS_URL } from '../support/env.ts';
 import { trackChild } from '../support/leftovers.ts';
-import { startFakeUpstream } from '../support/openai/fake-upstream.ts';
+import { startFakeUpstream, type FakeUpstream } from '../support/openai/fake-upstream.ts';
 import { spawnTroupe, type TroupeProcess } from '../support/process.ts';
 
 const KEY = 'sk-troupe-failover_test_key_000001';
 const FAILOVER_MS = 3_000;
 
 /** Two Troupe processes on one PostgreSQL database and the given Redis. */
-async function twoProcesses(redisUrl: string): Promise<{ a: TroupeProcess; b: TroupeProcess; characterId: string }> {
+async function twoProcesses(redisUrl: string): Promise<{ a: TroupeProcess; b: TroupeProcess; characterId: string; upstream: FakeUpstream }> {
   const upstream = await startFakeUpstream({ defaultReply: () => ({ text: ['One, ', 'two, ', 'three.'].join(''), chunkDelayMs: 30 }) });
   onTestFinished(() => upstream.close());
   const db = await createTempDatabase(POSTGRES_URL as string);
@@ -32,7 +32,7 @@ async function twoProcesses(redisUrl: string): Promise<{ a: TroupeProcess; b: Tr
   const [a, b] = await Promise.all([spawnTroupe(env), spawnTroupe(env)]);
   onTestFinished(async () => void (await Promise.all([a.stop('SIGKILL'), b.stop('SIGKILL')])));
   const characterId = (await new ApiClient(a.url, KEY).post('/characters', { name: 'Tollkeeper' }).expect(201)).id as string;
-  return { a, b, characterId };
+  return { a, b, characterId, upstream };
 }
 
 /** A private redis-server on a free port, which the test can restart empty. */
@@ -83,6 +83,27 @@ describe.skipIf(!POSTGRES_URL || !REDIS_URL)('actors that survive their process 
     // Noticed by health check, then rebuilt from PostgreSQL: a bound on not hanging, with slack.
     expect(performance.now() - started).toBeLessThan(FAILOVER_MS + 5_000);
     expect(await contents(apiB, id)).toEqual(['player:on A', 'character:One, two, three.', 'player:on B', 'character:One, two, three.']);
+  });
+
+  it('finishes a reply under way on a draining process before another takes the conversation over', async () => {
+    const { a, b, characterId, upstream } = await twoProcesses(REDIS_URL as string);
+    const apiA = new ApiClient(a.url, KEY);
+    const apiB = new ApiClient(b.url, KEY);
+    const id = (await apiA.post('/conversations', { characterId }).expect(201)).id as string;
+    upstream.script({ text: 'A long, slow answer that takes its time.', chunkDelayMs: 150 });
+    const slow = apiA.post(`/conversations/${id}/messages`, { content: 'tell me slowly' }).expect(200);
+    await upstream.nextRequest(); // the reply is streaming on A
+    const exited = a.stop('SIGTERM');
+    await a.waitForOutput(/"msg":"shutting down"/);
+    await apiB.post(`/conversations/${id}/messages`, { content: 'and then?' }).expect(200);
+    await slow;
+    expect(await exited).toBe(0);
+    expect(await contents(apiB, id)).toEqual([
+      'player:tell me slowly',
+      'character:A long, slow answer that takes its time.',
+      'player:and then?',
+      'character:One, two, three.',
+    ]);
   });
 
   it('keeps one actor per conversation through a Redis restart that loses every listing', async () => {
