@@ -14,7 +14,7 @@ const KEY = 'sk-troupe-failover_test_key_000001';
 const FAILOVER_MS = 3_000;
 
 /** Two Troupe processes on one PostgreSQL database and the given Redis. */
-async function twoProcesses(redisUrl: string): Promise<{ a: TroupeProcess; b: TroupeProcess; characterId: string; upstream: FakeUpstream }> {
+async function twoProcesses(redisUrl: string, extraEnv: Record<string, string> = {}): Promise<{ a: TroupeProcess; b: TroupeProcess; characterId: string; upstream: FakeUpstream }> {
   const upstream = await startFakeUpstream({ defaultReply: () => ({ text: ['One, ', 'two, ', 'three.'].join(''), chunkDelayMs: 30 }) });
   onTestFinished(() => upstream.close());
   const db = await createTempDatabase(POSTGRES_URL as string);
@@ -28,6 +28,7 @@ async function twoProcesses(redisUrl: string): Promise<{ a: TroupeProcess; b: Tr
     INFERENCE_BASE_URL: upstream.url,
     INFERENCE_MODEL: 'fake-chat-1',
     ACTOR_FAILOVER_MS: String(FAILOVER_MS),
+    ...extraEnv,
   };
   const [a, b] = await Promise.all([spawnTroupe(env), spawnTroupe(env)]);
   onTestFinished(async () => void (await Promise.all([a.stop('SIGKILL'), b.stop('SIGKILL')])));
@@ -104,6 +105,27 @@ describe.skipIf(!POSTGRES_URL || !REDIS_URL)('actors that survive their process 
       'player:and then?',
       'character:One, two, three.',
     ]);
+  });
+
+  it('exits on SIGTERM within the grace period even with a call to another process pending', async () => {
+    const { a, b, characterId, upstream } = await twoProcesses(REDIS_URL as string, { SHUTDOWN_GRACE_MS: '1000' });
+    const apiA = new ApiClient(a.url, KEY);
+    const apiB = new ApiClient(b.url, KEY);
+    const id = (await apiB.post('/conversations', { characterId }).expect(201)).id as string;
+    await apiB.post(`/conversations/${id}/messages`, { content: 'the actor lives on B' }).expect(200);
+    upstream.script({ text: 'This reply never ends', stallAfterChunks: 1 });
+    // Its caller gets an error status or a closed connection, whichever the stop gives.
+    const pending = Promise.resolve(apiA.post(`/conversations/${id}/messages`, { content: 'through A' })).then(
+      (res) => res.status,
+      () => 'closed',
+    );
+    await upstream.nextRequest(); // A waits on B's actor, which waits on the upstream
+    const started = performance.now();
+    const code = await a.stop('SIGTERM');
+    expect(code === 0 || code === 1).toBe(true);
+    // Grace (1 s) plus the 3 s after which a stopping process exits regardless, plus slack.
+    expect(performance.now() - started).toBeLessThan(1_000 + 3_000 + 4_000);
+    expect([500, 502, 503, 'closed']).toContain(await pending);
   });
 
   it('keeps one actor per conversation through a Redis restart that loses every listing', async () => {
