@@ -55,9 +55,12 @@ export class ConversationActors {
   }
 
   async send(projectId: string, conversationId: string, content: string, surface: Surface): Promise<ExchangeResult> {
+    // One key for every attempt: an attempt whose actor died after storing the message finds
+    // it stored, so a player's message is stored exactly once whatever fails.
+    const clientKey = randomUUID();
     for (let attempt = 1; ; attempt++) {
       const replied = await this.#inOrder(projectId, conversationId, (room) =>
-        retryIfGone(this.#deps.system.call<Envelope<ExchangeResult>>(room, 'exchange', [projectId, content, surface], this.#deps.replyTimeoutMs)),
+        retryIfGone(this.#deps.system.call<Envelope<ExchangeResult>>(room, 'exchange', [projectId, content, surface, clientKey], this.#deps.replyTimeoutMs)),
       );
       if (!replied.ok && 'retry' in replied) {
         if (attempt < ATTEMPTS) {

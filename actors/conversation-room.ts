@@ -119,7 +119,7 @@ export class ConversationRoom extends Room<{ state: ConversationState }> {
   }
 
   /** A player's message and the character's reply. */
-  exchange(projectId: string, content: string, surface: Surface): Promise<Envelope<ExchangeResult>> {
+  exchange(projectId: string, content: string, surface: Surface, clientKey?: string): Promise<Envelope<ExchangeResult>> {
     if (projectId !== this.#projectId) return Promise.resolve(failure(notFound('conversation', this.roomId)));
     const outlet: ReplyOutlet = {
       publish: (event) => this.#publish(event),
@@ -130,7 +130,7 @@ export class ConversationRoom extends Room<{ state: ConversationState }> {
       this.state.speaking = true;
       this.state.partialReply = '';
       try {
-        return await this.deps.conversations.reply(projectId, this.roomId, content, outlet, NEVER);
+        return await this.deps.conversations.reply(projectId, this.roomId, content, outlet, NEVER, clientKey);
       } finally {
         this.state.speaking = false;
         this.state.partialReply = '';

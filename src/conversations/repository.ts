@@ -74,6 +74,36 @@ export async function appendMessage(
   });
 }
 
+/**
+ * Stores a player's message once per `clientKey`: a retry of the same call (its actor's process
+ * died after storing it) gets the stored message back, with the character's reply when that was
+ * stored too. Without a key, every call appends.
+ */
+export async function storePlayerMessage(
+  db: Db,
+  conversationId: string,
+  content: string,
+  clientKey: string | undefined,
+): Promise<{ message: StoredMessage; inserted: boolean; reply: StoredMessage | null }> {
+  return db.transaction(async (tx) => {
+    await tx.select({ id: conversations.id }).from(conversations).where(eq(conversations.id, conversationId)).for('update');
+    if (clientKey) {
+      const [existing] = await tx.select().from(messages).where(and(eq(messages.conversationId, conversationId), eq(messages.clientKey, clientKey)));
+      if (existing) {
+        const [next] = await tx.select().from(messages).where(and(eq(messages.conversationId, conversationId), eq(messages.seq, existing.seq + 1)));
+        return { message: toMessage(existing), inserted: false, reply: next?.role === 'character' ? toMessage(next) : null };
+      }
+    }
+    const [last] = await tx.select({ seq: max(messages.seq) }).from(messages).where(eq(messages.conversationId, conversationId));
+    const [row] = await tx
+      .insert(messages)
+      .values({ id: newId('message'), conversationId, seq: (last?.seq ?? 0) + 1, role: 'player', content, clientKey: clientKey ?? null })
+      .returning();
+    if (!row) throw new Error('insert returned no row');
+    return { message: toMessage(row), inserted: true, reply: null };
+  });
+}
+
 function toConversation(row: typeof conversations.$inferSelect): Conversation {
   return { id: row.id, createdAt: row.createdAt.toISOString(), characterId: row.characterId };
 }

@@ -17,6 +17,7 @@ import {
   listMessages,
   publicMessage,
   recentMessages,
+  storePlayerMessage,
   type Conversation,
   type Message,
 } from './repository.ts';
@@ -91,13 +92,25 @@ export class ConversationService {
   }
 
   /** A player's message and the character's reply, its events sent to `outlet` as they happen. */
-  async reply(projectId: string, conversationId: string, content: string, outlet: ReplyOutlet, signal: AbortSignal): Promise<ExchangeResult> {
+  async reply(
+    projectId: string,
+    conversationId: string,
+    content: string,
+    outlet: ReplyOutlet,
+    signal: AbortSignal,
+    clientKey?: string,
+  ): Promise<ExchangeResult> {
     const conversation = await this.get(projectId, conversationId);
     const { db } = this.#deps;
     // A failure before this is the sender's alone (its surface answers it); after it, the reply
     // has begun for every listener, so every listener is told how it ended.
-    const playerMessage = await appendMessage(db, conversationId, 'player', content);
-    outlet.stored?.(publicMessage(playerMessage));
+    const stored = await storePlayerMessage(db, conversationId, content, clientKey);
+    const playerMessage = stored.message;
+    if (stored.reply) {
+      // A retried call whose first attempt was fully stored: the same answer, not a second one.
+      return { playerMessage: publicMessage(playerMessage), characterMessage: publicMessage(stored.reply), capabilityCalls: stored.reply.capabilityCalls, citations: [] };
+    }
+    if (stored.inserted) outlet.stored?.(publicMessage(playerMessage));
     const { publish } = outlet;
     // Every event of this reply names it, so a listener can tell replies apart and knows which
     // one an `error` ends.

@@ -139,9 +139,17 @@ export const messages = pgTable(
     role: text('role', { enum: MESSAGE_ROLES }).notNull(),
     content: text('content').notNull(),
     capabilityCalls: jsonb('capability_calls').$type<RecordedCapabilityCall[]>().notNull().default(sql`'[]'::jsonb`),
+    /**
+     * The caller's key for a player's message: a call retried after its actor's process died
+     * finds the message stored instead of storing it twice.
+     */
+    clientKey: text('client_key'),
     createdAt: createdAt(),
   },
-  (t) => [uniqueIndex('messages_conversation_seq_idx').on(t.conversationId, t.seq)],
+  (t) => [
+    uniqueIndex('messages_conversation_seq_idx').on(t.conversationId, t.seq),
+    uniqueIndex('messages_conversation_client_key_idx').on(t.conversationId, t.clientKey),
+  ],
 );
 
 /** The original bytes of an upload; postgres.js returns a Buffer, PGlite a Uint8Array. */

@@ -86,6 +86,22 @@ describe.skipIf(!POSTGRES_URL || !REDIS_URL)('actors that survive their process 
     expect(await contents(apiB, id)).toEqual(['player:on A', 'character:One, two, three.', 'player:on B', 'character:One, two, three.']);
   });
 
+  it("stores a message exactly once when its actor's process dies while answering it", async () => {
+    const { a, b, characterId, upstream } = await twoProcesses(REDIS_URL as string);
+    const apiA = new ApiClient(a.url, KEY);
+    const apiB = new ApiClient(b.url, KEY);
+    const id = (await apiA.post('/conversations', { characterId }).expect(201)).id as string;
+    await apiA.post(`/conversations/${id}/messages`, { content: 'on A' }).expect(200); // the actor runs on A
+    upstream.script({ text: 'Cut short', stallAfterChunks: 1 });
+    const retried = apiB.post(`/conversations/${id}/messages`, { content: 'via B' }).expect(200);
+    await upstream.nextRequest(); // the request for 'on A', answered already
+    await upstream.nextRequest(); // A stored 'via B' and is answering it
+    expect(await a.stop('SIGKILL')).toBeNull();
+    const reply = await retried;
+    expect(reply.playerMessage.content).toBe('via B');
+    expect(await contents(apiB, id)).toEqual(['player:on A', 'character:One, two, three.', 'player:via B', 'character:One, two, three.']);
+  });
+
   it('finishes a reply under way on a draining process before another takes the conversation over', async () => {
     const { a, b, characterId, upstream } = await twoProcesses(REDIS_URL as string);
     const apiA = new ApiClient(a.url, KEY);
