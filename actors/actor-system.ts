@@ -172,6 +172,17 @@ export class ActorSystem {
     sub.on('ready', () => (up = true));
   }
 
+  /** This process's id, as Colyseus names it. */
+  get processId(): string {
+    return matchMaker.processId;
+  }
+
+  /** Whether another process still answers (Colyseus' health check; true without Redis). */
+  healthy(processId: string): Promise<boolean> {
+    if (!this.#options.redisUrl || processId === matchMaker.processId) return Promise.resolve(true);
+    return matchMaker.healthCheckProcessId(processId);
+  }
+
   /** Whether the room runs in this process. */
   isLocal(roomId: string): boolean {
     return matchMaker.getLocalRoomById(roomId) !== undefined;

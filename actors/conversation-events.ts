@@ -1,10 +1,19 @@
 import { randomUUID } from 'node:crypto';
 import type { Presence } from '@colyseus/core';
 import type { ConversationEvent } from '../src/conversations/events.ts';
+import { OpenReplies } from './open-replies.ts';
 
 type Listener = (event: ConversationEvent) => void;
-/** What travels on the channel: the event and which ConversationEvents published it. */
-type Published = { origin: string; event: ConversationEvent };
+/** What travels on the channel: the event, which ConversationEvents published it, from which process. */
+type Published = { origin: string; processId: string; event: ConversationEvent };
+
+export interface ConversationEventsOptions {
+  /** This process, as Colyseus names it. */
+  processId: string;
+  /** Health check of another process; with it, replies from a process that dies still end. */
+  healthy?: (processId: string) => Promise<boolean>;
+  checkIntervalMs?: number;
+}
 
 const channel = (conversationId: string) => `troupe:conversation:${conversationId}`;
 
@@ -21,15 +30,34 @@ export class ConversationEvents {
   readonly #origin = randomUUID();
   readonly #topics = new Map<string, { listeners: Set<Listener>; receive: (published: Published) => void; ready: Promise<unknown> }>();
   readonly #lostHandlers = new Map<Listener, () => void>();
+  readonly #processId: string;
+  readonly #openReplies: OpenReplies | null;
 
-  constructor(presence: Presence) {
+  constructor(presence: Presence, options: ConversationEventsOptions = { processId: 'local' }) {
     this.#presence = presence;
+    this.#processId = options.processId;
+    const { healthy } = options;
+    this.#openReplies = healthy
+      ? new OpenReplies({ healthy, intervalMs: options.checkIntervalMs ?? 1_500, end: (conversationId, replyId) => this.#endLost(conversationId, replyId) })
+      : null;
+  }
+
+  /** A reply from a process that died: its listeners here get the `error` that ends it. */
+  #endLost(conversationId: string, replyId: string): void {
+    const event: ConversationEvent = {
+      type: 'error',
+      message: 'The process answering this conversation stopped mid-reply; send the message again.',
+      code: 'actor_lost',
+      param: null,
+      replyId,
+    };
+    for (const each of this.#topics.get(conversationId)?.listeners ?? []) each(event);
   }
 
   publish(conversationId: string, event: ConversationEvent): void {
     const topic = this.#topics.get(conversationId);
     if (topic) for (const each of topic.listeners) each(event);
-    const published: Published = { origin: this.#origin, event };
+    const published: Published = { origin: this.#origin, processId: this.#processId, event };
     // Other servers' listeners; a failure (Redis down) is theirs to notice, and is logged once
     // by the connection, so it must not surface here as an unhandled rejection.
     Promise.resolve(this.#presence.publish(channel(conversationId), published)).catch(() => {});
@@ -55,6 +83,7 @@ export class ConversationEvents {
       const listeners = new Set<Listener>();
       const receive = (published: Published) => {
         if (published.origin === this.#origin) return; // delivered already, in publish()
+        if (published.processId !== this.#processId) this.#openReplies?.seen(conversationId, published.processId, published.event);
         for (const each of listeners) each(published.event);
       };
       topic = { listeners, receive, ready: this.#presence.subscribe(channel(conversationId), receive) };

@@ -138,7 +138,11 @@ export async function startServer(config: Config, logger: Logger): Promise<Runni
     ...turnDeps,
   });
   const system = await ActorSystem.acquire({ redisUrl: config.redisUrl, logger, redisCommandTimeoutMs: config.redisCommandTimeoutMs, failoverMs: config.actorFailoverMs });
-  const events = new ConversationEvents(system.presence);
+  const events = new ConversationEvents(system.presence, {
+    processId: system.processId,
+    healthy: (processId) => system.healthy(processId),
+    checkIntervalMs: Math.max(250, Math.floor(config.actorFailoverMs / 3)),
+  });
   system.onPresenceLost(() => events.lost((conversationId) => system.isLocal(conversationId)));
   const advertised: { address?: string } = {};
   const liveRooms = new Set<ConversationRoom>();

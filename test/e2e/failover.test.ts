@@ -9,6 +9,7 @@ import { HTTP_ENGINE, POSTGRES_URL, REDIS_URL } from '../support/env.ts';
 import { trackChild } from '../support/leftovers.ts';
 import { startFakeUpstream, type FakeUpstream } from '../support/openai/fake-upstream.ts';
 import { spawnTroupe, type TroupeProcess } from '../support/process.ts';
+import { openSocket } from '../support/ws-client.ts';
 
 const KEY = 'sk-troupe-failover_test_key_000001';
 const FAILOVER_MS = 3_000;
@@ -100,6 +101,22 @@ describe.skipIf(!POSTGRES_URL || !REDIS_URL)('actors that survive their process 
     const reply = await retried;
     expect(reply.playerMessage.content).toBe('via B');
     expect(await contents(apiB, id)).toEqual(['player:on A', 'character:One, two, three.', 'player:via B', 'character:One, two, three.']);
+  });
+
+  it("ends a reply on other processes' sockets with an error naming it when its process dies mid-stream", async () => {
+    const { a, b, characterId, upstream } = await twoProcesses(REDIS_URL as string);
+    const apiA = new ApiClient(a.url, KEY);
+    const id = (await apiA.post('/conversations', { characterId }).expect(201)).id as string;
+    await apiA.post(`/conversations/${id}/messages`, { content: 'on A' }).expect(200); // the actor runs on A
+    const socket = await openSocket(`${b.url.replace('http://', 'ws://')}/conversations/${id}/ws?token=${KEY}`);
+    await socket.next('ready');
+    upstream.script({ text: 'Half a sentence and then', stallAfterChunks: 2 });
+    void Promise.resolve(apiA.post(`/conversations/${id}/messages`, { content: 'go on' })).catch(() => {});
+    const first = await socket.next('chunk');
+    expect(first.done).toBe(false);
+    expect(await a.stop('SIGKILL')).toBeNull();
+    expect(await socket.next('error')).toMatchObject({ code: 'actor_lost', replyId: first.replyId });
+    await socket.close();
   });
 
   it('finishes a reply under way on a draining process before another takes the conversation over', async () => {
