@@ -59,6 +59,7 @@ export class ConversationRoom extends Room<{ state: ConversationState }> {
   readonly #pending = new Map<string, (result: ClientResult) => void>();
   #lifecycle: Actor<typeof conversationLifecycle> | null = null;
   #disposed: Promise<void> | null = null;
+  #epoch = 0;
 
   override async onCreate(options: ConversationRoomOptions): Promise<void> {
     this.roomId = options.conversationId;
@@ -69,6 +70,8 @@ export class ConversationRoom extends Room<{ state: ConversationState }> {
     state.characterId = options.characterId;
     state.speaking = false;
     state.partialReply = '';
+    // The fencing token first: from now on only this actor's writes are accepted.
+    this.#epoch = await this.deps.conversations.claim(options.conversationId);
     // Rebuilt from PostgreSQL: the actor holds nothing that is not also stored.
     for (const message of await this.deps.conversations.latestMessages(options.conversationId, RECENT_MESSAGES)) {
       state.messages.push(toStateMessage(message));
@@ -130,7 +133,7 @@ export class ConversationRoom extends Room<{ state: ConversationState }> {
       this.state.speaking = true;
       this.state.partialReply = '';
       try {
-        return await this.deps.conversations.reply(projectId, this.roomId, content, outlet, NEVER, clientKey);
+        return await this.deps.conversations.reply(projectId, this.roomId, content, outlet, NEVER, clientKey, this.#epoch);
       } finally {
         this.state.speaking = false;
         this.state.partialReply = '';
@@ -166,6 +169,13 @@ export class ConversationRoom extends Room<{ state: ConversationState }> {
       try {
         return { ok: true, value: await work() };
       } catch (err) {
+        if (err instanceof TroupeError && err.detailCode === 'actor_superseded') {
+          // Another process took the conversation over (this one was cut off): go, and let
+          // the caller send the message again, to the new owner.
+          this.deps.logger.warn({ conversationId: this.roomId }, 'conversation actor superseded by another process; disposing it');
+          this.#signal({ type: 'shutdown' });
+          return { ok: false, retry: true };
+        }
         if (!(err instanceof TroupeError) || err.status >= 500) this.deps.logger.error({ err, conversationId: this.roomId }, 'conversation reply failed');
         return failure(err);
       } finally {

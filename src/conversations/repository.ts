@@ -1,4 +1,5 @@
-import { and, asc, desc, eq, max } from 'drizzle-orm';
+import { and, asc, desc, eq, max, sql } from 'drizzle-orm';
+import { TroupeError } from '../errors.ts';
 import type { Db, Executor } from '../db/database.ts';
 import { conversations, messages, type MessageRole, type RecordedCapabilityCall } from '../db/schema.ts';
 import { newId } from '../ids.ts';
@@ -61,9 +62,10 @@ export async function appendMessage(
   role: MessageRole,
   content: string,
   capabilityCalls: RecordedCapabilityCall[] = [],
+  epoch?: number,
 ): Promise<StoredMessage> {
   return db.transaction(async (tx) => {
-    await tx.select({ id: conversations.id }).from(conversations).where(eq(conversations.id, conversationId)).for('update');
+    await lockAsOwner(tx, conversationId, epoch);
     const [last] = await tx.select({ seq: max(messages.seq) }).from(messages).where(eq(messages.conversationId, conversationId));
     const [row] = await tx
       .insert(messages)
@@ -84,9 +86,10 @@ export async function storePlayerMessage(
   conversationId: string,
   content: string,
   clientKey: string | undefined,
+  epoch?: number,
 ): Promise<{ message: StoredMessage; inserted: boolean; reply: StoredMessage | null }> {
   return db.transaction(async (tx) => {
-    await tx.select({ id: conversations.id }).from(conversations).where(eq(conversations.id, conversationId)).for('update');
+    await lockAsOwner(tx, conversationId, epoch);
     if (clientKey) {
       const [existing] = await tx.select().from(messages).where(and(eq(messages.conversationId, conversationId), eq(messages.clientKey, clientKey)));
       if (existing) {
@@ -102,6 +105,30 @@ export async function storePlayerMessage(
     if (!row) throw new Error('insert returned no row');
     return { message: toMessage(row), inserted: true, reply: null };
   });
+}
+
+/** The next fencing token of the conversation's actor: a new actor takes it when it starts. */
+export async function claimConversation(db: Db, conversationId: string): Promise<number> {
+  const [row] = await db
+    .update(conversations)
+    .set({ ownerEpoch: sql`${conversations.ownerEpoch} + 1` })
+    .where(eq(conversations.id, conversationId))
+    .returning({ epoch: conversations.ownerEpoch });
+  if (!row) throw new Error(`conversation ${conversationId} does not exist`);
+  return row.epoch;
+}
+
+/**
+ * Locks the conversation row for an append (positions stay gap-free across processes) and,
+ * with `epoch`, refuses the write unless that actor is still the conversation's owner.
+ */
+async function lockAsOwner(tx: Executor, conversationId: string, epoch: number | undefined): Promise<void> {
+  const [row] = await tx.select({ epoch: conversations.ownerEpoch }).from(conversations).where(eq(conversations.id, conversationId)).for('update');
+  if (epoch !== undefined && row && row.epoch !== epoch) {
+    throw new TroupeError('conflict', 'Another process took this conversation over; the message goes to it instead.', {
+      detailCode: 'actor_superseded',
+    });
+  }
 }
 
 function toConversation(row: typeof conversations.$inferSelect): Conversation {

@@ -12,6 +12,7 @@ import { toChatHistory } from './history.ts';
 import type { ConversationEvent } from './events.ts';
 import {
   appendMessage,
+  claimConversation,
   findConversation,
   insertConversation,
   listMessages,
@@ -99,12 +100,14 @@ export class ConversationService {
     outlet: ReplyOutlet,
     signal: AbortSignal,
     clientKey?: string,
+    /** The actor's fencing token (see `claim`); its writes are refused once superseded. */
+    epoch?: number,
   ): Promise<ExchangeResult> {
     const conversation = await this.get(projectId, conversationId);
     const { db } = this.#deps;
     // A failure before this is the sender's alone (its surface answers it); after it, the reply
     // has begun for every listener, so every listener is told how it ended.
-    const stored = await storePlayerMessage(db, conversationId, content, clientKey);
+    const stored = await storePlayerMessage(db, conversationId, content, clientKey, epoch);
     const playerMessage = stored.message;
     if (stored.reply) {
       // A retried call whose first attempt was fully stored: the same answer, not a second one.
@@ -135,7 +138,7 @@ export class ConversationService {
         onText: (delta) => publish({ type: 'chunk', characterId: character.id, content: delta, done: false, replyId }),
       });
       // Stored before `done` goes out, so a client that reacts to `done` finds the reply in the history.
-      const characterMessage = await appendMessage(db, conversationId, 'character', turn.text, turn.calls);
+      const characterMessage = await appendMessage(db, conversationId, 'character', turn.text, turn.calls, epoch);
       outlet.stored?.(publicMessage(characterMessage));
       publish({ type: 'chunk', characterId: character.id, content: '', done: true, replyId });
       if (turn.citations.length > 0) publish({ type: 'citations', characterId: character.id, citations: turn.citations, replyId });
@@ -150,6 +153,11 @@ export class ConversationService {
       const known = err instanceof TroupeError ? err : unavailable(err);
       throw known ? known.asReported() : new TroupeError('internal_error', 'The character could not reply.', { cause: err, reported: true });
     }
+  }
+
+  /** Makes the caller the conversation's owner: the fencing token its writes must carry. */
+  claim(conversationId: string): Promise<number> {
+    return claimConversation(this.#deps.db, conversationId);
   }
 
   /** The newest messages, oldest first, as an actor rebuilds its state from them. */

@@ -109,6 +109,12 @@ export const conversations = pgTable(
     characterId: text('character_id')
       .notNull()
       .references(() => characters.id, { onDelete: 'cascade' }),
+    /**
+     * Fencing token of the conversation's actor: each new actor takes the next number, and a
+     * message is stored only under the current one, so an actor that was superseded (its
+     * process cut off from Redis while another took over) can never write again.
+     */
+    ownerEpoch: integer('owner_epoch').notNull().default(0),
     createdAt: createdAt(),
   },
   (t) => [index('conversations_project_idx').on(t.projectId, t.id), index('conversations_character_idx').on(t.characterId)],

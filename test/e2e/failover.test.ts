@@ -6,6 +6,7 @@ import { describe, expect, it, onTestFinished } from 'vitest';
 import { ApiClient } from '../support/client.ts';
 import { createTempDatabase } from '../support/databases.ts';
 import { HTTP_ENGINE, POSTGRES_URL, REDIS_URL } from '../support/env.ts';
+import { startFaultProxy } from '../support/fault-proxy.ts';
 import { trackChild } from '../support/leftovers.ts';
 import { startFakeUpstream, type FakeUpstream } from '../support/openai/fake-upstream.ts';
 import { spawnTroupe, type TroupeProcess } from '../support/process.ts';
@@ -15,7 +16,7 @@ const KEY = 'sk-troupe-failover_test_key_000001';
 const FAILOVER_MS = 3_000;
 
 /** Two Troupe processes on one PostgreSQL database and the given Redis. */
-async function twoProcesses(redisUrl: string, extraEnv: Record<string, string> = {}): Promise<{ a: TroupeProcess; b: TroupeProcess; characterId: string; upstream: FakeUpstream }> {
+async function twoProcesses(redisUrl: string, extraEnv: Record<string, string> = {}, redisUrlOfA = redisUrl): Promise<{ a: TroupeProcess; b: TroupeProcess; characterId: string; upstream: FakeUpstream }> {
   const upstream = await startFakeUpstream({ defaultReply: () => ({ text: ['One, ', 'two, ', 'three.'].join(''), chunkDelayMs: 30 }) });
   onTestFinished(() => upstream.close());
   const db = await createTempDatabase(POSTGRES_URL as string);
@@ -31,7 +32,7 @@ async function twoProcesses(redisUrl: string, extraEnv: Record<string, string> =
     ACTOR_FAILOVER_MS: String(FAILOVER_MS),
     ...extraEnv,
   };
-  const [a, b] = await Promise.all([spawnTroupe(env), spawnTroupe(env)]);
+  const [a, b] = await Promise.all([spawnTroupe({ ...env, REDIS_URL: redisUrlOfA }), spawnTroupe(env)]);
   onTestFinished(async () => void (await Promise.all([a.stop('SIGKILL'), b.stop('SIGKILL')])));
   const characterId = (await new ApiClient(a.url, KEY).post('/characters', { name: 'Tollkeeper' }).expect(201)).id as string;
   return { a, b, characterId, upstream };
@@ -159,6 +160,24 @@ describe.skipIf(!POSTGRES_URL || !REDIS_URL)('actors that survive their process 
     // Grace (1 s) plus the 3 s after which a stopping process exits regardless, plus slack.
     expect(performance.now() - started).toBeLessThan(1_000 + 3_000 + 4_000);
     expect([500, 502, 503, 'closed']).toContain(await pending);
+  });
+
+  it('refuses every write of an actor whose process was cut off from Redis and superseded', async () => {
+    const u = new URL(REDIS_URL as string);
+    const proxy = await startFaultProxy({ host: u.hostname, port: Number(u.port || 6379) });
+    onTestFinished(() => proxy.close());
+    const { a, b, characterId } = await twoProcesses(REDIS_URL as string, {}, proxy.via(REDIS_URL as string));
+    const apiA = new ApiClient(a.url, KEY);
+    const apiB = new ApiClient(b.url, KEY);
+    const id = (await apiA.post('/conversations', { characterId }).expect(201)).id as string;
+    await apiA.post(`/conversations/${id}/messages`, { content: 'on A' }).expect(200); // the actor runs on A
+    await proxy.cut('reset'); // A is alive but cut off: B cannot reach it and takes over
+    await apiB.post(`/conversations/${id}/messages`, { content: 'via B' }).expect(200);
+    // A's actor is still there and A's own callers still reach it; its write is fenced off.
+    const fenced = await apiA.post(`/conversations/${id}/messages`, { content: 'via A' });
+    expect(fenced.status, fenced.text).toBe(503);
+    await proxy.restore();
+    expect(await contents(apiB, id)).toEqual(['player:on A', 'character:One, two, three.', 'player:via B', 'character:One, two, three.']);
   });
 
   it('keeps one actor per conversation through a Redis restart that loses every listing', async () => {
