@@ -37,36 +37,58 @@ export function checkPercentEncoding(rawQuery: string): void {
 /** Where a problem sits, as OpenAI's `param` reads: `messages[2].content`. */
 type PathPart = string | number;
 
+/** A value on the walk, linked to its parent so a path is built only for an error. */
+interface Node {
+  value: unknown;
+  key: PathPart | null;
+  parent: Node | null;
+  depth: number;
+}
+
 /**
  * Throws a 400 naming the first string (or object key) holding NUL or a lone surrogate, or the
- * first value nested deeper than `MAX_DEPTH`. Iterative, so hostile depth cannot overflow it.
+ * first value nested deeper than `MAX_DEPTH`. Iterative, so hostile depth cannot overflow it;
+ * it runs on every body, so nothing but one small node per value is allocated.
  */
 export function checkText(value: unknown, root: readonly PathPart[] = []): void {
-  const stack: { value: unknown; path: readonly PathPart[] }[] = [{ value, path: root }];
-  for (let item = stack.pop(); item; item = stack.pop()) {
-    const { value: current, path } = item;
+  const stack: Node[] = [{ value, key: null, parent: null, depth: 0 }];
+  for (let node = stack.pop(); node; node = stack.pop()) {
+    const current = node.value;
     if (typeof current === 'string') {
-      checkString(current, path);
+      if (!isCleanText(current)) checkString(current, pathOf(root, node));
       continue;
     }
     if (typeof current !== 'object' || current === null) continue;
-    if (path.length - root.length >= MAX_DEPTH) {
-      throw new TroupeError('invalid_request', `Invalid '${formatParam(path)}': nested more than ${MAX_DEPTH} levels deep.`, {
-        param: formatParam(path) || null,
+    if (node.depth >= MAX_DEPTH) {
+      const param = formatParam(pathOf(root, node));
+      throw new TroupeError('invalid_request', `Invalid '${param}': nested more than ${MAX_DEPTH} levels deep.`, {
+        param: param || null,
         detailCode: 'nested_too_deeply',
       });
     }
+    const depth = node.depth + 1;
     if (Array.isArray(current)) {
-      for (let i = current.length - 1; i >= 0; i--) stack.push({ value: current[i], path: [...path, i] });
+      for (let i = current.length - 1; i >= 0; i--) stack.push({ value: current[i], key: i, parent: node, depth });
       continue;
     }
-    const entries = Object.entries(current as Record<string, unknown>);
-    for (let i = entries.length - 1; i >= 0; i--) {
-      const [key, child] = entries[i] as [string, unknown];
-      checkString(key, [...path, key]);
-      stack.push({ value: child, path: [...path, key] });
+    const keys = Object.keys(current);
+    for (let i = keys.length - 1; i >= 0; i--) {
+      const key = keys[i] as string;
+      const child: Node = { value: (current as Record<string, unknown>)[key], key, parent: node, depth };
+      if (!isCleanText(key)) checkString(key, pathOf(root, child));
+      stack.push(child);
     }
   }
+}
+
+function isCleanText(text: string): boolean {
+  return !text.includes('\u0000') && text.isWellFormed();
+}
+
+function pathOf(root: readonly PathPart[], node: Node): PathPart[] {
+  const parts: PathPart[] = [];
+  for (let n: Node | null = node; n && n.key !== null; n = n.parent) parts.push(n.key);
+  return [...root, ...parts.reverse()];
 }
 
 function checkString(text: string, path: readonly PathPart[]): void {
