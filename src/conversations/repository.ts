@@ -90,20 +90,18 @@ export async function storePlayerMessage(
 ): Promise<{ message: StoredMessage; inserted: boolean; reply: StoredMessage | null }> {
   return db.transaction(async (tx) => {
     await lockAsOwner(tx, conversationId, epoch);
-    if (clientKey) {
-      const [existing] = await tx.select().from(messages).where(and(eq(messages.conversationId, conversationId), eq(messages.clientKey, clientKey)));
-      if (existing) {
-        const [next] = await tx.select().from(messages).where(and(eq(messages.conversationId, conversationId), eq(messages.seq, existing.seq + 1)));
-        return { message: toMessage(existing), inserted: false, reply: next?.role === 'character' ? toMessage(next) : null };
-      }
-    }
     const [last] = await tx.select({ seq: max(messages.seq) }).from(messages).where(eq(messages.conversationId, conversationId));
+    // Insert first: a retry (the key stored already) is the rare case, so it alone reads more.
     const [row] = await tx
       .insert(messages)
       .values({ id: newId('message'), conversationId, seq: (last?.seq ?? 0) + 1, role: 'player', content, clientKey: clientKey ?? null })
+      .onConflictDoNothing({ target: [messages.conversationId, messages.clientKey] })
       .returning();
-    if (!row) throw new Error('insert returned no row');
-    return { message: toMessage(row), inserted: true, reply: null };
+    if (row) return { message: toMessage(row), inserted: true, reply: null };
+    const [existing] = await tx.select().from(messages).where(and(eq(messages.conversationId, conversationId), eq(messages.clientKey, clientKey ?? '')));
+    if (!existing) throw new Error('insert returned no row');
+    const [next] = await tx.select().from(messages).where(and(eq(messages.conversationId, conversationId), eq(messages.seq, existing.seq + 1)));
+    return { message: toMessage(existing), inserted: false, reply: next?.role === 'character' ? toMessage(next) : null };
   });
 }
 
