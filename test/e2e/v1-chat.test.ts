@@ -2,7 +2,7 @@ import OpenAI from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { BACKENDS } from '../support/env.ts';
 import { validateChatCompletion, validateErrorBody, validateModel, validateModelList } from '../support/openai/conformance.ts';
-import { startV1Fixture, type V1Fixture } from '../support/v1.ts';
+import { createCaptainRook, startV1Fixture, type V1Fixture } from '../support/v1.ts';
 
 type UpstreamBody = { model: string; messages: { role: string; content: string }[]; tools?: { function: { name: string; description?: string; parameters: unknown } }[]; [k: string]: unknown };
 
@@ -13,18 +13,7 @@ describe.each(BACKENDS)('/v1 models and non-streaming completions on $kind', (ba
 
   beforeAll(async () => {
     f = await startV1Fixture(backend);
-    const wave = await f.api
-      .post('/capabilities', {
-        name: 'wave',
-        description: 'Wave at someone',
-        type: 'client_function_fire',
-        parameters: [{ name: 'target', type: 'string', description: 'Who to wave at', required: true }],
-      })
-      .expect(201);
-    waveId = wave.id;
-    character = await f.api
-      .post('/characters', { name: 'Captain Rook', description: 'A gruff harbour master.', capabilityGroupIds: [wave.id] })
-      .expect(201);
+    ({ character, waveId } = await createCaptainRook(f.api));
   });
   afterAll(() => f.close());
 

@@ -1,7 +1,7 @@
 import { afterAll, afterEach, beforeAll, expect } from 'vitest';
 import type { Backend } from './env.ts';
 import { validateResponseStreamEvent } from './openai/conformance.ts';
-import { startV1Fixture, type V1Fixture } from './v1.ts';
+import { createCaptainRook, startV1Fixture, type V1Fixture } from './v1.ts';
 
 /** A chat completion request as the fake upstream received it from Troupe. */
 export type Sent = {
@@ -37,15 +37,7 @@ export function useResponsesFixture(backend: Backend) {
 
   beforeAll(async () => {
     Object.assign(f, await startV1Fixture(backend));
-    const wave = await f.api
-      .post('/capabilities', {
-        name: 'wave',
-        description: 'Wave at someone',
-        type: 'client_function_fire',
-        parameters: [{ name: 'target', type: 'string', description: 'Who to wave at', required: true }],
-      })
-      .expect(201);
-    Object.assign(character, await f.api.post('/characters', { name: 'Captain Rook', description: 'A gruff harbour master.', capabilityGroupIds: [wave.id] }).expect(201));
+    Object.assign(character, (await createCaptainRook(f.api)).character);
   });
   afterAll(() => f.close());
   afterEach(() => f.upstream.clearScripts());

@@ -39,3 +39,17 @@ export async function startV1Fixture(backend: Backend, env: Record<string, strin
     },
   };
 }
+
+/** The /v1 suites' character: Captain Rook, with one client capability, `wave`. */
+export async function createCaptainRook(api: ApiClient): Promise<{ character: { id: string; name: string }; waveId: string }> {
+  const wave = await api
+    .post('/capabilities', {
+      name: 'wave',
+      description: 'Wave at someone',
+      type: 'client_function_fire',
+      parameters: [{ name: 'target', type: 'string', description: 'Who to wave at', required: true }],
+    })
+    .expect(201);
+  const character = await api.post('/characters', { name: 'Captain Rook', description: 'A gruff harbour master.', capabilityGroupIds: [wave.id] }).expect(201);
+  return { character, waveId: wave.id as string };
+}
