@@ -30,6 +30,8 @@ export function openSocket(url: string): Promise<TestSocket> {
       for (;;) {
         const event = await take();
         if (!type || event.type === type) return event;
+        // Waiting for something else, an error means it will never come: say so at once.
+        if (event.type === 'error') throw new Error(`error event while waiting for '${type}': ${JSON.stringify(event)}`);
       }
     },
     async reply() {
