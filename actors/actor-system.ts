@@ -35,6 +35,15 @@ export interface ActorSystemOptions {
 
 type RoomClass = new () => Room;
 
+/** How long the owner of a room has to answer for it before a long call is sent. */
+const ACK_TIMEOUT_MS = 2_000;
+const ACK_ATTEMPTS = 2;
+type ArgsOf<F> = F extends (...args: infer A) => unknown ? A : never;
+type ResultOf<F> = F extends (...args: never[]) => infer R ? R : never;
+
+/** Calls a method of an actor of kind `M` (its name and arguments checked), wherever it runs. */
+export type ActorCaller<M> = <K extends keyof M & string>(room: RoomRef, method: K, args: ArgsOf<M[K]>, timeoutMs: number) => Promise<Awaited<ResultOf<M[K]>>>;
+
 /**
  * The process's actor runtime: Colyseus' matchmaker, its presence (pub/sub) and its room
  * registry, in memory or on Redis. Colyseus keeps these in module state, so a process has one;
@@ -47,6 +56,7 @@ export class ActorSystem {
   readonly #options: ActorSystemOptions;
   readonly #creating = new Map<string, Promise<RoomRef>>();
   readonly #ownership: Ownership;
+  readonly #pendingRemote = new Set<() => void>();
   #users = 0;
   #roomTypes = 0;
 
@@ -55,6 +65,7 @@ export class ActorSystem {
     this.presence = presence;
     this.#driver = driver;
     this.#ownership = ownership;
+    this.#failPendingOnLoss();
   }
 
   static #current: Promise<ActorSystem> | null = null;
@@ -86,6 +97,7 @@ export class ActorSystem {
     await matchMaker.setup(presence, driver, undefined, () => Promise.resolve(matchMaker.processId));
     matchMaker.controller.exposedMethods = ['joinById', 'reconnect'];
     await matchMaker.accept();
+    await ownership.start();
     options.logger.info({ processId: matchMaker.processId, redis: Boolean(options.redisUrl) }, 'actor system ready');
     return new ActorSystem(options, presence, driver, ownership);
   }
@@ -143,6 +155,51 @@ export class ActorSystem {
   }
 
   /**
+   * Resolves once the room's owner answered for it (at once when it runs here). Before a long
+   * call, this bounds the wait for an owner that no longer has the room: a dead owner is
+   * `RoomGone` (its actor is made again), a live one that does not answer is a prompt 503.
+   */
+  async acknowledge(room: RoomRef): Promise<void> {
+    if (room.processId === matchMaker.processId) {
+      if (!matchMaker.getLocalRoomById(room.roomId)) throw new RoomGone(room.roomId);
+      return;
+    }
+    // Twice: an actor listed a moment before it answers on its channel (just made on another
+    // process), or whose process just died (its heartbeat not yet expired), gets a second look.
+    let failure: unknown;
+    for (let attempt = 0; attempt < ACK_ATTEMPTS; attempt++) {
+      // With no arguments, Colyseus answers a room's property: the cheapest call there is.
+      const ack = matchMaker.remoteRoomCall(room.roomId, 'roomId', undefined, ACK_TIMEOUT_MS) as Promise<unknown>;
+      try {
+        await this.#ownership.watch(room.processId, ack, () => new RoomGone(room.roomId));
+        return;
+      } catch (err) {
+        if (err instanceof RoomGone) throw err;
+        if (!(await this.#ownership.alive(room.processId).catch(() => true))) throw new RoomGone(room.roomId);
+        failure = err;
+      }
+    }
+    throw new TroupeError('service_unavailable', 'The process running this actor did not answer for it; try again.', { detailCode: 'actor_unresponsive', cause: failure });
+  }
+
+  /**
+   * Fails the calls to other processes still waiting when the presence link to Redis drops:
+   * their answers may be lost with it. Callers retry with the same client key, which finds a
+   * message already stored (and its reply) instead of storing it twice.
+   */
+  #failPendingOnLoss(): void {
+    this.onPresenceLost(() => {
+      for (const fail of this.#pendingRemote) fail();
+      this.#pendingRemote.clear();
+    });
+  }
+
+  /** A caller of one kind of actor, its method names and arguments checked against `M`. */
+  caller<M>(): ActorCaller<M> {
+    return (room, method, args, timeoutMs) => this.call(room, method, args as unknown[], timeoutMs);
+  }
+
+  /**
    * Calls `method` on the room wherever it runs (directly when it runs here). A room listed as
    * this process's but no longer in it is being disposed: that is `RoomGone` at once, rather
    * than a call over presence that nothing would ever answer.
@@ -150,8 +207,15 @@ export class ActorSystem {
   async call<T>(room: RoomRef, method: string, args: unknown[], timeoutMs: number): Promise<T> {
     if (room.processId === matchMaker.processId && !matchMaker.getLocalRoomById(room.roomId)) throw new RoomGone(room.roomId);
     const call = matchMaker.remoteRoomCall(room.roomId, method, args, timeoutMs) as Promise<T>;
+    if (room.processId === matchMaker.processId) return call;
+    // Its answer travels over Redis: if the link drops meanwhile, the caller retries.
+    let fail!: () => void;
+    const linkLost = new Promise<never>((_, reject) => (fail = () => reject(new RoomGone(room.roomId))));
+    linkLost.catch(() => {});
+    this.#pendingRemote.add(fail);
     // A process that dies mid-call never answers: its actor is made again elsewhere instead.
-    return this.#ownership.watch(room.processId, call, () => new RoomGone(room.roomId));
+    const watched = this.#ownership.watch(room.processId, Promise.race([call, linkLost]), () => new RoomGone(room.roomId));
+    return watched.finally(() => this.#pendingRemote.delete(fail));
   }
 
   /**
@@ -177,10 +241,9 @@ export class ActorSystem {
     return matchMaker.processId;
   }
 
-  /** Whether another process still answers (Colyseus' health check; true without Redis). */
+  /** Whether another process still runs (its heartbeat; true without Redis). */
   healthy(processId: string): Promise<boolean> {
-    if (!this.#options.redisUrl || processId === matchMaker.processId) return Promise.resolve(true);
-    return matchMaker.healthCheckProcessId(processId);
+    return this.#ownership.alive(processId);
   }
 
   /** Whether the room runs in this process. */
@@ -199,6 +262,7 @@ export class ActorSystem {
     await matchMaker.gracefullyShutdown().catch((err: unknown) => {
       if (err !== 'already_shutting_down') throw err;
     });
+    await this.#ownership.stop();
     this.presence.shutdown();
     await this.#driver.shutdown();
   }

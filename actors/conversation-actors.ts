@@ -1,12 +1,14 @@
 import { randomUUID } from 'node:crypto';
 import type { ConversationEvent } from '../src/conversations/events.ts';
+import type { ConversationGateway, SeatRequest, Surface } from '../src/conversations/gateway.ts';
 import type { Conversation } from '../src/conversations/repository.ts';
 import type { ConversationService, ExchangeResult } from '../src/conversations/service.ts';
 import { TroupeError } from '../src/errors.ts';
-import { RoomGone, type ActorSystem, type RoomRef } from './actor-system.ts';
-import type { ConversationEvents } from './conversation-events.ts';
-import type { AnalysisEvent, ConversationRoomOptions, Surface } from './conversation-room.ts';
-import { unwrap, type Envelope } from './envelope.ts';
+import type { ActorCaller, ActorSystem, RoomRef } from './actor-system.ts';
+import type { ConversationEvents } from './actor-events.ts';
+import type { AnalysisEvent, ConversationActorMethods, ConversationRoomOptions } from './conversation-room.ts';
+import { reserveSeat } from './matchmaking.ts';
+import { untilAnswered } from './retry.ts';
 
 export interface ConversationActorsDeps {
   system: ActorSystem;
@@ -20,26 +22,21 @@ export interface ConversationActorsDeps {
 /** Conversations whose project and character are known, so warm sends skip a lookup. */
 const KNOWN_MAX = 10_000;
 const QUICK_CALL_MS = 5_000;
-/**
- * An actor found while it is being disposed answers `retry`; its disposal takes milliseconds,
- * after which the next attempt makes a new one. Attempts back off up to about two seconds.
- */
-const ATTEMPTS = 12;
-const backOff = (attempt: number) => new Promise((resolve) => setTimeout(resolve, Math.min(10 * 2 ** attempt, 400)));
 
 /**
- * How the HTTP routes, the conversation WebSocket and matchmaking reach conversation actors:
- * makes the actor on demand (here, or finds it on whichever process runs it) and calls it.
- * Calls for one conversation leave this process in the order they were made, so one client's
- * messages are replied to in the order it sent them.
+ * The conversation gateway on Colyseus: makes the actor on demand (here, or finds it on
+ * whichever process runs it) and calls it. Calls for one conversation leave this process in
+ * the order they were made, so one client's messages are replied to in the order it sent them.
  */
-export class ConversationActors {
+export class ConversationActors implements ConversationGateway {
   readonly #deps: ConversationActorsDeps;
   readonly #known = new Map<string, Conversation & { projectId: string }>();
   readonly #dispatch = new Map<string, Promise<unknown>>();
+  readonly #call: ActorCaller<ConversationActorMethods>;
 
   constructor(deps: ConversationActorsDeps) {
     this.#deps = deps;
+    this.#call = deps.system.caller<ConversationActorMethods>();
   }
 
   /** The Colyseus room type of this server's conversation actors. */
@@ -54,23 +51,13 @@ export class ConversationActors {
     return conversation;
   }
 
-  async send(projectId: string, conversationId: string, content: string, surface: Surface): Promise<ExchangeResult> {
+  async exchange(projectId: string, conversationId: string, content: string, surface: Surface): Promise<ExchangeResult> {
     // One key for every attempt: an attempt whose actor died after storing the message finds
     // it stored, so a player's message is stored exactly once whatever fails.
     const clientKey = randomUUID();
-    for (let attempt = 1; ; attempt++) {
-      const replied = await this.#inOrder(projectId, conversationId, (room) =>
-        retryIfGone(this.#deps.system.call<Envelope<ExchangeResult>>(room, 'exchange', [projectId, content, surface, clientKey], this.#deps.replyTimeoutMs)),
-      );
-      if (!replied.ok && 'retry' in replied) {
-        if (attempt < ATTEMPTS) {
-          await backOff(attempt);
-          continue;
-        }
-        throw busy();
-      }
-      return unwrap(replied);
-    }
+    return untilAnswered('conversation', () =>
+      this.#inOrder(projectId, conversationId, (room) => this.#call(room, 'exchange', [projectId, content, surface, clientKey], this.#deps.replyTimeoutMs)),
+    );
   }
 
   /** Mode `analysis`: deltas to `onText`, resolved with nothing when the answer is complete. */
@@ -85,18 +72,7 @@ export class ConversationActors {
     };
     await presence.subscribe(channel, receive);
     try {
-      for (let attempt = 1; ; attempt++) {
-        const queued = await this.#inOrder(projectId, conversationId, (room) =>
-          retryIfGone(this.#deps.system.call<Envelope<null>>(room, 'analyse', [projectId, question, channel], QUICK_CALL_MS)),
-        );
-        if (!queued.ok && 'retry' in queued && attempt < ATTEMPTS) {
-          await backOff(attempt);
-          continue;
-        }
-        if (!queued.ok && 'retry' in queued) throw busy();
-        unwrap(queued);
-        break;
-      }
+      await untilAnswered('conversation', () => this.#inOrder(projectId, conversationId, (room) => this.#call(room, 'analyse', [projectId, question, channel], QUICK_CALL_MS)));
       const error = await finished;
       if (error) throw error;
     } finally {
@@ -110,10 +86,16 @@ export class ConversationActors {
     const room = await this.#deps.system.find(conversationId);
     if (!room) return false;
     try {
-      return await this.#deps.system.call<boolean>(room, 'capabilityResult', [callId, result], QUICK_CALL_MS);
+      return await this.#call(room, 'capabilityResult', [callId, result], QUICK_CALL_MS);
     } catch {
       return false; // no actor runs the conversation: nothing can be waiting
     }
+  }
+
+  /** A game client's seat; joining makes the actor if none runs (404 for another project's). */
+  async reserveSeat(projectId: string, conversationId: string, request: SeatRequest): Promise<Record<string, unknown>> {
+    await this.open(projectId, conversationId);
+    return reserveSeat(conversationId, request);
   }
 
   /** Resolves once the actor runtime's shared state (Redis, when configured) answers. */
@@ -149,7 +131,11 @@ export class ConversationActors {
     const previous = this.#dispatch.get(conversationId) ?? Promise.resolve();
     const issued = previous.then(async () => {
       const conversation = await this.#locate(projectId, conversationId);
-      return { pending: call(await this.#ensure(projectId, conversation)) };
+      const room = await this.#ensure(projectId, conversation);
+      // Acknowledged before the call is sent, so calls stay in order and only an owner that
+      // answered for the actor is waited on for the reply.
+      await this.#deps.system.acknowledge(room);
+      return { pending: call(room) };
     });
     const settled = issued.then(
       () => undefined,
@@ -161,16 +147,4 @@ export class ConversationActors {
     });
     return (await issued).pending;
   }
-}
-
-/** A room disposed between finding and calling it answers like one being disposed: retry. */
-function retryIfGone<T>(call: Promise<Envelope<T>>): Promise<Envelope<T>> {
-  return call.catch((err: unknown) => {
-    if (err instanceof RoomGone) return { ok: false, retry: true };
-    throw err;
-  });
-}
-
-function busy(): TroupeError {
-  return new TroupeError('service_unavailable', 'The conversation was restarting; try again.');
 }

@@ -1,21 +1,24 @@
 import { Protocol, Room, type Client, type RoomException, type RoomMethodName } from '@colyseus/core';
 import type { Logger } from 'pino';
 import { createActor, type Actor } from 'xstate';
-import type { ClientResult } from '../src/capabilities/executor.ts';
 import type { ConversationEvent } from '../src/conversations/events.ts';
-import { parseClientMessage } from '../src/conversations/client-message.ts';
+import type { ConversationGateway, Surface } from '../src/conversations/gateway.ts';
+import { handleClientMessage, parseClientMessage } from '../src/conversations/protocol.ts';
 import type { Message } from '../src/conversations/repository.ts';
-import type { ConversationService, ExchangeResult, ReplyOutlet } from '../src/conversations/service.ts';
+import type { ConversationRef, ConversationService, ExchangeResult, ReplyOutlet } from '../src/conversations/service.ts';
 import { TroupeError, notFound, toErrorEvent } from '../src/errors.ts';
 import { hasInvalidUtf8String } from '../src/input/msgpack-text.ts';
 import type { Principal, ProjectService } from '../src/projects/service.ts';
 import { conversationLifecycle, type LifecycleEvent } from '../machines/conversation-lifecycle.ts';
-import type { ConversationEvents } from './conversation-events.ts';
+import type { ConversationEvents } from './actor-events.ts';
 import { ConversationState, RECENT_MESSAGES, StateCapabilityCall, StateMessage } from './conversation-state.ts';
+import { ActorWork, disposeWhenDrained, guarded, PendingResults } from './actor-work.ts';
 import { failure, type Envelope } from './envelope.ts';
 
 export interface ConversationRoomDeps {
   conversations: ConversationService;
+  /** How the room's own game clients reach it, like every other surface (made after the room type). */
+  gateway: () => ConversationGateway;
   projects: ProjectService;
   events: ConversationEvents;
   logger: Logger;
@@ -33,13 +36,17 @@ export interface ConversationRoomOptions {
   characterId: string;
 }
 
-/** Who is talking: live clients wait for client_function_call results; HTTP callers get the calls back. */
-export type Surface = 'http' | 'socket';
-
 /** Analysis output, published on the channel the caller chose. */
 export type AnalysisEvent = { type: 'delta'; content: string } | { type: 'done' } | { type: 'error'; message: string };
 
 const NEVER = new AbortController().signal;
+
+/** What other processes call on a conversation actor (through `ActorSystem`), JSON in and out. */
+export interface ConversationActorMethods {
+  exchange(projectId: string, content: string, surface: Surface, clientKey?: string): Promise<Envelope<ExchangeResult>>;
+  analyse(projectId: string, question: string, channel: string): Envelope<null>;
+  capabilityResult(callId: string, result: unknown): boolean;
+}
 
 /**
  * The conversation actor: one Colyseus room per active conversation, with the conversation's
@@ -50,13 +57,26 @@ const NEVER = new AbortController().signal;
  *
  * Methods other processes call (through `matchMaker.remoteRoomCall`) take and return JSON.
  */
-export class ConversationRoom extends Room<{ state: ConversationState }> {
+export class ConversationRoom extends Room<{ state: ConversationState }> implements ConversationActorMethods {
   /** Set by the subclass `conversationRoomType` makes for each server. */
   declare readonly deps: ConversationRoomDeps;
-  #projectId = '';
-  #queue: Promise<unknown> = Promise.resolve();
-  #closing = false;
-  readonly #pending = new Map<string, (result: ClientResult) => void>();
+  #conversation: ConversationRef = { id: '', projectId: '', characterId: '' };
+  readonly #work = new ActorWork({
+    started: () => this.#signal({ type: 'work.started' }),
+    finished: () => this.#signal({ type: 'work.finished' }),
+    failed: (err) => {
+      if (err instanceof TroupeError && err.detailCode === 'actor_superseded') {
+        // Another process took the conversation over (this one was cut off): go, and let
+        // the caller send the message again, to the new owner.
+        this.deps.logger.warn({ conversationId: this.roomId }, 'conversation actor superseded by another process; disposing it');
+        this.#signal({ type: 'shutdown' });
+        return { ok: false, retry: true };
+      }
+      if (!(err instanceof TroupeError) || err.status >= 500) this.deps.logger.error({ err, conversationId: this.roomId }, 'conversation reply failed');
+      return undefined;
+    },
+  });
+  readonly #pending = new PendingResults(this.clock);
   #lifecycle: Actor<typeof conversationLifecycle> | null = null;
   #disposed: Promise<void> | null = null;
   #epoch = 0;
@@ -64,7 +84,7 @@ export class ConversationRoom extends Room<{ state: ConversationState }> {
   override async onCreate(options: ConversationRoomOptions): Promise<void> {
     this.roomId = options.conversationId;
     this.autoDispose = false;
-    this.#projectId = options.projectId;
+    this.#conversation = { id: options.conversationId, projectId: options.projectId, characterId: options.characterId };
     const state = new ConversationState();
     state.conversationId = options.conversationId;
     state.characterId = options.characterId;
@@ -83,12 +103,15 @@ export class ConversationRoom extends Room<{ state: ConversationState }> {
     if (address) (this as unknown as { _listing: { publicAddress?: string } })._listing.publicAddress = address;
     this.deps.live.add(this);
     const machine = conversationLifecycle.provide({ actions: { dispose: () => this.#dispose() } });
-    this.#lifecycle = createActor(machine, { input: { idleMs: this.deps.idleMs } });
+    // Its timers run on the room's clock, inside the room's error boundary.
+    const clock = { setTimeout: (fn: () => void, ms: number) => this.clock.setTimeout(fn, ms), clearTimeout: (timer: { clear(): void }) => timer.clear() };
+    this.#lifecycle = createActor(machine, { input: { idleMs: this.deps.idleMs }, clock: clock as never });
     this.#lifecycle.subscribe({ error: (err) => this.deps.logger.error({ err, conversationId: this.roomId }, 'conversation lifecycle failed') });
     this.#lifecycle.start();
     refuseInvalidUtf8(this);
-    // Handlers run after uWS' callback returns (see `later` in src/http/uws.ts for why).
-    this.onMessage('message', (client, message: unknown) => setImmediate(() => this.#fromClient(client, message)));
+    // Handlers run after uWS' callback returns (see `later` in src/http/uws.ts for why), still
+    // inside the room's error boundary.
+    this.onMessage('message', (client, message: unknown) => setImmediate(() => guarded(this, 'onMessage', () => this.#fromClient(client, message))));
     // The same protocol as the WebSocket's `{type: "capability_result", …}`, by message type.
     this.onMessage('capability_result', (client, message: unknown) =>
       this.#fromClient(client, typeof message === 'object' && message !== null ? { ...message, type: 'capability_result' } : message),
@@ -97,7 +120,7 @@ export class ConversationRoom extends Room<{ state: ConversationState }> {
 
   override onJoin(_client: Client, _options: unknown, auth: Principal | undefined): void {
     // Matchmaking checked the conversation belongs to the key's project; check again here.
-    if (!auth || auth.projectId !== this.#projectId) throw notFound('conversation', this.roomId);
+    if (!auth || auth.projectId !== this.#conversation.projectId) throw notFound('conversation', this.roomId);
     this.#signal({ type: 'client.joined' });
   }
 
@@ -110,10 +133,10 @@ export class ConversationRoom extends Room<{ state: ConversationState }> {
   }
 
   override onDispose(): void {
-    this.#closing = true;
+    this.#work.close();
     this.deps.live.delete(this);
     this.#lifecycle?.stop();
-    for (const finish of this.#pending.values()) finish({ received: false });
+    this.#pending.cancelAll();
   }
 
   /** The error boundary around every hook, message handler and timer Colyseus runs. */
@@ -123,17 +146,17 @@ export class ConversationRoom extends Room<{ state: ConversationState }> {
 
   /** A player's message and the character's reply. */
   exchange(projectId: string, content: string, surface: Surface, clientKey?: string): Promise<Envelope<ExchangeResult>> {
-    if (projectId !== this.#projectId) return Promise.resolve(failure(notFound('conversation', this.roomId)));
+    if (projectId !== this.#conversation.projectId) return Promise.resolve(failure(notFound('conversation', this.roomId)));
     const outlet: ReplyOutlet = {
       publish: (event) => this.#publish(event),
       stored: (message) => this.#remember(message),
-      ...(surface === 'socket' ? { awaitResult: (callId: string, ms: number, signal: AbortSignal) => this.#awaitResult(callId, ms, signal) } : {}),
+      ...(surface === 'live' ? { awaitResult: (callId: string, ms: number, signal: AbortSignal) => this.#pending.wait(callId, ms, signal) } : {}),
     };
-    return this.#enqueue(async () => {
+    return this.#work.enqueue(async () => {
       this.state.speaking = true;
       this.state.partialReply = '';
       try {
-        return await this.deps.conversations.reply(projectId, this.roomId, content, outlet, NEVER, clientKey, this.#epoch);
+        return await this.deps.conversations.exchange(this.#conversation, content, outlet, NEVER, clientKey, this.#epoch);
       } finally {
         this.state.speaking = false;
         this.state.partialReply = '';
@@ -142,49 +165,18 @@ export class ConversationRoom extends Room<{ state: ConversationState }> {
   }
 
   /** Mode `analysis`: queued like a message, its text published on `channel`, never stored. */
-  analyse(projectId: string, question: string, channel: string): Envelope<null> | { ok: false; retry: true } {
-    if (projectId !== this.#projectId) return failure(notFound('conversation', this.roomId));
-    if (this.#closing) return { ok: false, retry: true };
+  analyse(projectId: string, question: string, channel: string): Envelope<null> {
+    if (projectId !== this.#conversation.projectId) return failure(notFound('conversation', this.roomId));
+    if (this.#work.closing) return { ok: false, retry: true };
     const send = (event: AnalysisEvent) => this.presence.publish(channel, event);
-    const queued = this.#enqueue(() =>
-      this.deps.conversations.analyse(projectId, this.roomId, question, (content) => send({ type: 'delta', content }), NEVER),
-    );
+    const queued = this.#work.enqueue(() => this.deps.conversations.analyse(this.#conversation, question, (content) => send({ type: 'delta', content }), NEVER));
     void queued.then((result) => send(result.ok ? { type: 'done' } : { type: 'error', message: 'error' in result ? result.error.message : 'The analysis was interrupted.' }));
     return { ok: true, value: null };
   }
 
   /** A client's answer to a client_function_call; false when nothing waits for `callId`. */
   capabilityResult(callId: string, result: unknown): boolean {
-    const finish = this.#pending.get(callId);
-    if (!finish) return false;
-    finish({ received: true, result });
-    return true;
-  }
-
-  /** Runs `work` after everything queued before it; the actor stays alive until it is done. */
-  #enqueue<T>(work: () => Promise<T>): Promise<Envelope<T>> {
-    if (this.#closing) return Promise.resolve({ ok: false, retry: true });
-    this.#signal({ type: 'work.started' });
-    const run = async (): Promise<Envelope<T>> => {
-      try {
-        return { ok: true, value: await work() };
-      } catch (err) {
-        if (err instanceof TroupeError && err.detailCode === 'actor_superseded') {
-          // Another process took the conversation over (this one was cut off): go, and let
-          // the caller send the message again, to the new owner.
-          this.deps.logger.warn({ conversationId: this.roomId }, 'conversation actor superseded by another process; disposing it');
-          this.#signal({ type: 'shutdown' });
-          return { ok: false, retry: true };
-        }
-        if (!(err instanceof TroupeError) || err.status >= 500) this.deps.logger.error({ err, conversationId: this.roomId }, 'conversation reply failed');
-        return failure(err);
-      } finally {
-        this.#signal({ type: 'work.finished' });
-      }
-    };
-    const result = this.#queue.then(run, run);
-    this.#queue = result;
-    return result;
+    return this.#pending.answer(callId, result);
   }
 
   #publish(event: ConversationEvent): void {
@@ -208,69 +200,17 @@ export class ConversationRoom extends Room<{ state: ConversationState }> {
     while (messages.length > RECENT_MESSAGES) messages.shift();
   }
 
-  #awaitResult(callId: string, timeoutMs: number, signal: AbortSignal): Promise<ClientResult> {
-    return new Promise((resolve) => {
-      const finish = (result: ClientResult) => {
-        clearTimeout(timer);
-        signal.removeEventListener('abort', onAbort);
-        this.#pending.delete(callId);
-        resolve(result);
-      };
-      const onAbort = () => finish({ received: false });
-      const timer = setTimeout(() => finish({ received: false }), timeoutMs);
-      signal.addEventListener('abort', onAbort);
-      this.#pending.set(callId, finish);
-    });
+  /** Game clients' messages: the one live-client protocol, through the gateway like every surface. */
+  #fromClient(client: Client, raw: unknown): void {
+    const live = { ...this.#conversation, conversationId: this.#conversation.id, send: (event: ConversationEvent) => client.send(event.type, event) };
+    handleClientMessage(this.deps.gateway(), this.deps.logger, live, parseClientMessage(raw));
   }
 
-  /** Game clients' messages: the same protocol as the conversation WebSocket. */
-  #fromClient(client: Client, raw: unknown): void {
-    const tell = (err: unknown, fallback?: string) => client.send('error', toErrorEvent(err, fallback));
-    const parsed = parseClientMessage(raw);
-    if (parsed.kind === 'invalid') {
-      tell(parsed.error);
-      return;
-    }
-    if (parsed.kind === 'capability_result') {
-      if (!this.capabilityResult(parsed.callId, parsed.result)) {
-        tell(new TroupeError('invalid_request', `No capability call is waiting for callId ${JSON.stringify(parsed.callId)}.`, { param: 'callId', detailCode: 'unknown_call' }));
-      }
-      return;
-    }
-    if (parsed.mode === 'conversation') {
-      // A failure once the reply began reached every listener from the reply itself
-      // (`reported`); any other failure is this client's alone, and it is told.
-      void this.exchange(this.#projectId, parsed.content, 'socket').then((result) => {
-        if (result.ok) return;
-        if ('retry' in result) tell(restarting());
-        else if (!result.error.reported) tell(new TroupeError(result.error.code, result.error.message, { param: result.error.param, detailCode: result.error.detailCode }));
-      });
-      return;
-    }
-    const chunk = (content: string, done: boolean) =>
-      client.send('chunk', { type: 'chunk', characterId: this.state.characterId, content, done });
-    void this.#enqueue(() => this.deps.conversations.analyse(this.#projectId, this.roomId, parsed.content, (d) => chunk(d, false), NEVER)).then((result) => {
-      if (result.ok) chunk('', true);
-      else if ('retry' in result) tell(restarting());
-      else tell(new TroupeError(result.error.code, result.error.message, { param: result.error.param, detailCode: result.error.detailCode }), 'The analysis failed.');
-    });
-  }
+
 
   /** Tells the lifecycle machine; a disposed actor's machine has stopped and hears nothing. */
   #signal(event: LifecycleEvent): void {
     if (this.#lifecycle?.getSnapshot().status === 'active') this.#lifecycle.send(event);
-  }
-
-  /** Resolves once the queue is empty, refusing new work from that moment on. */
-  async #drained(): Promise<void> {
-    for (;;) {
-      const queue = this.#queue;
-      await queue;
-      if (queue === this.#queue) {
-        this.#closing = true;
-        return;
-      }
-    }
   }
 
   /** Disposes the actor once its work is done (its server is stopping); resolves once it is gone. */
@@ -280,22 +220,8 @@ export class ConversationRoom extends Room<{ state: ConversationState }> {
   }
 
   #dispose(): void {
-    // Replies under way, and messages that reach the actor meanwhile, finish here first: it
-    // stays listed (other processes keep sending to it, in order) until its queue is empty,
-    // and only then is unlisted, so a rolling deploy never starts a second actor mid-reply.
-    this.#disposed ??= this.#drained()
-      .then(() => this.lock())
-      .then(() => this.disconnect())
-      .then(
-        () => undefined,
-        (err: unknown) => this.deps.logger.error({ err, conversationId: this.roomId }, 'conversation actor could not be disposed'),
-      );
+    this.#disposed ??= disposeWhenDrained(this, this.#work, (err: unknown) => this.deps.logger.error({ err, conversationId: this.roomId }, 'conversation actor could not be disposed'));
   }
-}
-
-/** The actor was being disposed as the message arrived; a new one takes the next. */
-function restarting(): TroupeError {
-  return new TroupeError('service_unavailable', 'The conversation was restarting; send the message again.', { detailCode: 'conversation_restarting' });
 }
 
 /**
@@ -306,7 +232,7 @@ function restarting(): TroupeError {
 /** The low 5 bits of a frame's first byte are its protocol code (`PROTOCOL_CODE_MASK` in @colyseus/shared-types). */
 const PROTOCOL_CODE_MASK = 0x1f;
 
-function refuseInvalidUtf8(room: Room): void {
+export function refuseInvalidUtf8(room: Room): void {
   const target = room as unknown as { _onMessage(client: Client, buffer: Uint8Array): void };
   const decode = target._onMessage.bind(room);
   target._onMessage = (client, buffer) => {

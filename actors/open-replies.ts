@@ -1,4 +1,5 @@
-import type { ConversationEvent } from '../src/conversations/events.ts';
+/** The part of an actor's event that tells where a reply starts and ends. */
+export type StreamedEvent = { type: string; replyId?: string; done?: boolean };
 
 export interface OpenRepliesDeps {
   /** Whether a process still answers (Colyseus' health check over Redis). */
@@ -24,7 +25,7 @@ export class OpenReplies {
   }
 
   /** Every event received from another process, in order. */
-  seen(conversationId: string, processId: string, event: ConversationEvent): void {
+  seen(conversationId: string, processId: string, event: StreamedEvent): void {
     if (event.type === 'chunk' && event.replyId) {
       if (event.done) this.#open.delete(event.replyId);
       else if (!this.#open.has(event.replyId)) this.#open.set(event.replyId, { conversationId, processId });

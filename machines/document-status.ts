@@ -24,7 +24,7 @@ export type DocumentAction = 'cancelProcessing' | 'removeChunks' | 'requeue';
  * The status lives in PostgreSQL; each step resolves the stored status in this machine and
  * takes the transition, so an event a status does not accept is refused, never applied.
  */
-export const documentStatusMachine = setup({
+const documentStatusMachine = setup({
   types: { events: {} as DocumentEvent },
   actions: {
     cancelProcessing: () => {},

@@ -123,7 +123,7 @@ function nameConflict(err: unknown, name: string | undefined): unknown {
   return err;
 }
 
-export function toCapability(row: typeof capabilities.$inferSelect): Capability {
+function toCapability(row: typeof capabilities.$inferSelect): Capability {
   return {
     id: row.id,
     createdAt: row.createdAt.toISOString(),

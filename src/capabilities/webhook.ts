@@ -14,7 +14,7 @@ export interface WebhookDelivery {
   signal?: AbortSignal;
 }
 
-export class WebhookError extends Error {
+class WebhookError extends Error {
   override name = 'WebhookError';
 }
 
@@ -29,7 +29,7 @@ for (const [net, bits] of [['::', 128], ['::1', 128], ['fc00::', 7], ['fe80::', 
   PRIVATE.addSubnet(net, bits, 'ipv6');
 }
 
-export function isPrivateAddress(address: string): boolean {
+function isPrivateAddress(address: string): boolean {
   const family = isIP(address);
   if (family === 0) return true;
   return PRIVATE.check(address, family === 4 ? 'ipv4' : 'ipv6');

@@ -86,7 +86,7 @@ export async function removeCapability(db: Executor, characterId: string, capabi
   return removed.length > 0;
 }
 
-export function toCharacter(row: CharacterRow, capabilityGroupIds: string[]): Character {
+function toCharacter(row: CharacterRow, capabilityGroupIds: string[]): Character {
   return {
     id: row.id,
     createdAt: row.createdAt.toISOString(),

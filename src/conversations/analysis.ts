@@ -1,5 +1,5 @@
 import type { Character } from '../characters/schemas.ts';
-import type { InferenceUpstream } from '../inference/upstream.ts';
+import type { CharacterModel } from '../inference/character-model.ts';
 import type { StoredMessage } from './repository.ts';
 
 /** Transcripts longer than this are cut from the start for analysis. */
@@ -10,7 +10,7 @@ const MAX_TRANSCRIPT_CHARS = 48_000;
  * character's definition and the transcript as material, not as a role to play.
  */
 export async function analyseConversation(
-  upstream: InferenceUpstream,
+  model: CharacterModel,
   input: { character: Character; messages: StoredMessage[]; question: string; onText: (delta: string) => void; signal: AbortSignal },
 ): Promise<string> {
   const { character, messages, question } = input;
@@ -21,12 +21,9 @@ export async function analyseConversation(
     'Answer out of character, plainly and concisely: consistency with the character, what the player seems to want, ' +
     'and anything the designer should change.\n\n' +
     `Character: ${character.name}\n${character.description ?? '(no description)'}\n\nTranscript:\n${transcript || '(no messages yet)'}`;
-  const stream = await upstream.stream(
-    { model: upstream.characterModel(), stream: true, messages: [{ role: 'system', content: system }, { role: 'user', content: question }] },
-    input.signal,
-  );
+  const prompt = [{ role: 'system' as const, content: system }, { role: 'user' as const, content: question }];
   let text = '';
-  for await (const chunk of upstream.chunks(stream, input.signal)) {
+  for await (const chunk of model.streamReply(prompt, [], input.signal)) {
     const delta = chunk.choices?.[0]?.delta?.content;
     if (delta) {
       text += delta;

@@ -26,6 +26,13 @@ import {
 /** Enough recent messages to fill any reasonable history budget. */
 const HISTORY_FETCH_LIMIT = 500;
 
+/** A conversation as its actor knows it: enough to answer without reading it again. */
+export interface ConversationRef {
+  id: string;
+  projectId: string;
+  characterId: string;
+}
+
 export interface ExchangeResult {
   playerMessage: Message;
   characterMessage: Message;
@@ -56,7 +63,7 @@ export interface ConversationDeps extends TurnDeps {
 /**
  * Conversations: persisted history with a character. The player's message is stored before the
  * model is called and is kept whatever happens to the reply. Ordering is not this class's job:
- * each conversation's actor (`actors/conversation-room.ts`) calls `reply` one message at a time.
+ * each conversation's actor (`actors/conversation-room.ts`) calls `exchange` one message at a time.
  */
 export class ConversationService {
   readonly #deps: ConversationDeps;
@@ -92,10 +99,12 @@ export class ConversationService {
     return { ...conversation, messages: messages.map(publicMessage) };
   }
 
-  /** A player's message and the character's reply, its events sent to `outlet` as they happen. */
-  async reply(
-    projectId: string,
-    conversationId: string,
+  /**
+   * A player's message and the character's reply, its events sent to `outlet` as they happen.
+   * The caller (the conversation's actor) knows the conversation, so nothing is read to find it.
+   */
+  async exchange(
+    conversation: ConversationRef,
     content: string,
     outlet: ReplyOutlet,
     signal: AbortSignal,
@@ -103,7 +112,7 @@ export class ConversationService {
     /** The actor's fencing token (see `claim`); its writes are refused once superseded. */
     epoch?: number,
   ): Promise<ExchangeResult> {
-    const conversation = await this.get(projectId, conversationId);
+    const { id: conversationId, projectId } = conversation;
     const { db } = this.#deps;
     // A failure before this is the sender's alone (its surface answers it); after it, the reply
     // has begun for every listener, so every listener is told how it ended.
@@ -155,6 +164,15 @@ export class ConversationService {
     }
   }
 
+  /**
+   * A room character's line, kept in its own conversation (its memory of the room): what it
+   * heard since it last spoke, as one player message of `Name: words` lines, then its reply.
+   */
+  async recordScene(conversationId: string, heard: string, reply: string): Promise<void> {
+    if (heard) await appendMessage(this.#deps.db, conversationId, 'player', heard);
+    await appendMessage(this.#deps.db, conversationId, 'character', reply);
+  }
+
   /** Makes the caller the conversation's owner: the fencing token its writes must carry. */
   claim(conversationId: string): Promise<number> {
     return claimConversation(this.#deps.db, conversationId);
@@ -169,10 +187,9 @@ export class ConversationService {
    * Mode `analysis`: an out-of-character read of the conversation for designers, streamed to
    * `onText` only and never stored, so it does not enter the character's in-world history.
    */
-  async analyse(projectId: string, conversationId: string, question: string, onText: (delta: string) => void, signal: AbortSignal): Promise<string> {
-    const conversation = await this.get(projectId, conversationId);
-    const character = await this.#deps.characters.get(projectId, conversation.characterId);
-    const messages = await listMessages(this.#deps.db, conversationId);
-    return analyseConversation(this.#deps.upstream, { character, messages, question, onText, signal });
+  async analyse(conversation: ConversationRef, question: string, onText: (delta: string) => void, signal: AbortSignal): Promise<string> {
+    const character = await this.#deps.characters.get(conversation.projectId, conversation.characterId);
+    const messages = await listMessages(this.#deps.db, conversation.id);
+    return analyseConversation(this.#deps.model, { character, messages, question, onText, signal });
   }
 }

@@ -3,10 +3,10 @@ import type { CallContext, CapabilityExecutor } from '../capabilities/executor.t
 import type { Capability } from '../capabilities/schemas.ts';
 import type { Character } from '../characters/schemas.ts';
 import type { RecordedCapabilityCall } from '../db/schema.ts';
-import { buildCharacterSystemPrompt, capabilityTools } from '../prompt/character-prompt.ts';
+import { buildCharacterSystemPrompt, capabilityTools, type SceneContext } from '../prompt/character-prompt.ts';
 import type { Citation, Knowledge } from '../retrieval/knowledge.ts';
 import { withoutNul } from '../input/text.ts';
-import type { InferenceUpstream } from './upstream.ts';
+import type { CharacterModel } from './character-model.ts';
 
 /** What happened in a turn, in order: what the character said and which calls it made. */
 export type TurnEvent = { kind: 'text'; text: string } | { kind: 'call'; call: RecordedCapabilityCall };
@@ -18,6 +18,8 @@ export interface TurnInput extends Omit<CallContext, 'characterId' | 'capabiliti
   history: ChatCompletionMessageParam[];
   /** Streamed text as it arrives. */
   onText?: (delta: string) => void;
+  /** In a room: the scene the character speaks in. */
+  scene?: SceneContext;
 }
 
 export interface TurnResult {
@@ -31,9 +33,9 @@ export interface TurnResult {
 }
 
 export interface TurnDeps {
-  upstream: InferenceUpstream;
-  executor: CapabilityExecutor;
-  knowledge: Knowledge;
+  model: CharacterModel;
+  executor: Pick<CapabilityExecutor, 'execute'>;
+  knowledge: Pick<Knowledge, 'retrieve'>;
   maxRounds: number;
 }
 
@@ -46,7 +48,7 @@ export async function runCharacterTurn(deps: TurnDeps, input: TurnInput): Promis
   const tools = capabilityTools(input.capabilities);
   const { snippets, citations } = await deps.knowledge.retrieve(input.projectId, input.character.id, lastPlayerText(input.history), input.signal);
   const messages: ChatCompletionMessageParam[] = [
-    { role: 'system', content: buildCharacterSystemPrompt({ character: input.character, capabilities: input.capabilities, knowledge: snippets }) },
+    { role: 'system', content: buildCharacterSystemPrompt({ character: input.character, capabilities: input.capabilities, knowledge: snippets, ...(input.scene ? { scene: input.scene } : {}) }) },
     ...input.history,
   ];
   const result: TurnResult = { text: '', calls: [], events: [], stoppedForCaller: false, citations };
@@ -63,7 +65,7 @@ export async function runCharacterTurn(deps: TurnDeps, input: TurnInput): Promis
   for (let round = 1; round <= deps.maxRounds; round++) {
     // Rounds after the first continue the same reply: keep words apart.
     if (round > 1 && result.text && !/\s$/.test(result.text)) say(' ');
-    const { content, toolCalls } = await streamRound(deps.upstream, messages, tools, input.signal, say);
+    const { content, toolCalls } = await streamRound(deps.model, messages, tools, input.signal, say);
     if (toolCalls.length === 0) break;
     messages.push({ role: 'assistant', content: content || null, tool_calls: toolCalls });
     const ctx: CallContext = { ...input, characterId: input.character.id };
@@ -95,19 +97,15 @@ export function lastPlayerText(history: readonly ChatCompletionMessageParam[]): 
 }
 
 async function streamRound(
-  upstream: InferenceUpstream,
+  model: CharacterModel,
   messages: ChatCompletionMessageParam[],
   tools: ReturnType<typeof capabilityTools>,
   signal: AbortSignal,
   say: (delta: string) => void,
 ): Promise<{ content: string; toolCalls: ChatCompletionMessageFunctionToolCall[] }> {
-  const stream = await upstream.stream(
-    { model: upstream.characterModel(), messages, stream: true, ...(tools.length > 0 ? { tools } : {}) },
-    signal,
-  );
   let content = '';
   const calls = new Map<number, { id: string; name: string; arguments: string }>();
-  for await (const chunk of upstream.chunks(stream, signal)) {
+  for await (const chunk of model.streamReply(messages, tools, signal)) {
     const delta = chunk.choices?.[0]?.delta;
     if (delta?.content) {
       content += delta.content;

@@ -1,8 +1,17 @@
 import OpenAI from 'openai';
-import type { ChatCompletion, ChatCompletionChunk, ChatCompletionCreateParamsNonStreaming, ChatCompletionCreateParamsStreaming } from 'openai/resources/chat/completions';
+import type {
+  ChatCompletion,
+  ChatCompletionChunk,
+  ChatCompletionCreateParamsNonStreaming,
+  ChatCompletionCreateParamsStreaming,
+  ChatCompletionMessageParam,
+  ChatCompletionTool,
+} from 'openai/resources/chat/completions';
 import type { Logger } from 'pino';
 import type { InferenceConfig } from '../config.ts';
 import { TroupeError } from '../errors.ts';
+import { callScope } from './call-scope.ts';
+import type { CharacterModel } from './character-model.ts';
 
 export interface UpstreamModel {
   id: string;
@@ -26,7 +35,7 @@ export interface UpstreamStream {
  * A timeout until headers (connect), one until the first streamed token and one for the whole
  * call bound every request.
  */
-export class InferenceUpstream {
+export class InferenceUpstream implements CharacterModel {
   readonly #config: InferenceConfig;
   readonly #client: OpenAI | null;
   readonly #logger: Logger;
@@ -131,6 +140,12 @@ export class InferenceUpstream {
     }
   }
 
+  /** One model call of a character's reply, with the configured character model. */
+  async *streamReply(messages: ChatCompletionMessageParam[], tools: ChatCompletionTool[], signal: AbortSignal): AsyncGenerator<ChatCompletionChunk> {
+    const stream = await this.stream({ model: this.characterModel(), messages, stream: true, ...(tools.length > 0 ? { tools } : {}) }, signal);
+    yield* this.chunks(stream, signal);
+  }
+
   /**
    * Every chunk of a started stream, the first included; failures become our errors and the
    * upstream request is ended however iteration stops.
@@ -200,28 +215,7 @@ export class InferenceUpstream {
 }
 
 class FirstTokenTimeout extends Error {}
-class TotalTimeout extends Error {}
 
-/**
- * One upstream call's abort signal: the caller's signal or the total timeout ends it. Released
- * when the call is over, so nothing outlives it: an AbortSignal.timeout per call stayed alive
- * (3-4 KB each) until its five-minute timer fired, which added up under load.
- */
-function callScope(signal: AbortSignal, totalMs: number) {
-  const controller = new AbortController();
-  const onAbort = () => controller.abort(signal.reason);
-  if (signal.aborted) controller.abort(signal.reason);
-  else signal.addEventListener('abort', onAbort, { once: true });
-  const timer = setTimeout(() => controller.abort(new TotalTimeout()), totalMs);
-  return {
-    signal: controller.signal,
-    abort: (reason?: unknown) => controller.abort(reason),
-    release: () => {
-      clearTimeout(timer);
-      signal.removeEventListener('abort', onAbort);
-    },
-  };
-}
 
 function retryAfter(headers: Headers | undefined): Record<string, string> {
   const value = headers?.get('retry-after');

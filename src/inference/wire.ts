@@ -23,7 +23,7 @@ export interface OutChunk {
   usage?: Usage | null;
 }
 
-export function newCompletionId(): string {
+function newCompletionId(): string {
   return `chatcmpl-${randomBytes(12).toString('base64url')}`;
 }
 

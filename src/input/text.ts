@@ -10,7 +10,7 @@ import { TroupeError } from '../errors.ts';
  */
 
 /** Deeper JSON than any request of the interface needs (tool parameter schemas included). */
-export const MAX_DEPTH = 64;
+const MAX_DEPTH = 64;
 
 const strictUtf8 = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true });
 

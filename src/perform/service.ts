@@ -29,7 +29,8 @@ export class PerformService {
     this.#deps = deps;
   }
 
-  async perform(projectId: string, npcId: string, history: readonly PerformTurn[]): Promise<NpcAction[]> {
+  /** `signal`: the caller left; the upstream call is cancelled with it. */
+  async perform(projectId: string, npcId: string, history: readonly PerformTurn[], signal: AbortSignal): Promise<NpcAction[]> {
     const character = await this.#npc(projectId, npcId);
     const capabilities = await this.#deps.capabilities.getMany(projectId, character.capabilityGroupIds);
     const delivered: CapabilityCallEvent[] = [];
@@ -42,7 +43,7 @@ export class PerformService {
         capabilities,
         history: history.map((h) => (h.role === 'player' ? { role: 'user', content: h.content } : { role: 'assistant', content: h.content })),
         channel: { deliver: (call) => delivered.push(call) },
-        signal: new AbortController().signal,
+        signal,
       },
     );
     const clientCalls = new Set(delivered.map((c) => c.callId));

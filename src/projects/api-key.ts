@@ -1,6 +1,6 @@
 import { createHash, randomBytes } from 'node:crypto';
 
-export const API_KEY_PREFIX = 'sk-troupe-';
+const API_KEY_PREFIX = 'sk-troupe-';
 const KEY_SHAPE = /^sk-troupe-[A-Za-z0-9_-]{16,200}$/;
 
 /** A new key: the vendor prefix and 32 random bytes in base64url (256 bits of secret). */

@@ -22,10 +22,21 @@ export interface KnowledgeSnippet {
   text: string;
 }
 
+/** A multi-character scene (a room) the character speaks in. */
+export interface SceneContext {
+  roomName: string;
+  scenePrompt: string | null;
+  /** The other characters present, by name. */
+  others: readonly string[];
+  /** The director's aim for this line (scripted rooms), if any. */
+  direction: string | null;
+}
+
 export interface CharacterPromptInput {
   character: Pick<Character, 'name' | 'description'>;
   capabilities: readonly Capability[];
   knowledge?: readonly KnowledgeSnippet[];
+  scene?: SceneContext;
 }
 
 /**
@@ -33,12 +44,22 @@ export interface CharacterPromptInput {
  * voice) builds it here so a character behaves the same wherever it is reached.
  */
 export function buildCharacterSystemPrompt(input: CharacterPromptInput): string {
-  const { character, capabilities, knowledge = [] } = input;
+  const { character, capabilities, knowledge = [], scene } = input;
   const parts = [
     `You are ${character.name}, a character in a game. Stay in character: speak as ${character.name} would, ` +
       'in the first person, and never mention being an AI or a language model.',
   ];
   if (character.description) parts.push(`Who you are:\n${character.description.trim()}`);
+  if (scene) {
+    const present = scene.others.length > 0 ? `Also here: ${scene.others.join(', ')}.` : 'No other character is here.';
+    const lines = [
+      `You are in a scene, "${scene.roomName}", with players and other characters. ${present}`,
+      "Lines from others reach you as 'Name: words'. Answer with your own words only: no name prefix, and never speak for anyone else.",
+    ];
+    if (scene.scenePrompt) lines.push(`The scene:\n${scene.scenePrompt.trim()}`);
+    if (scene.direction) lines.push(`Your aim in this line: ${scene.direction.trim()}`);
+    parts.push(lines.join('\n'));
+  }
   if (capabilities.length > 0) {
     const lines = capabilities.map((c) => `- ${c.name}${c.description ? `: ${c.description}` : ''}`);
     parts.push(`You can act in the game by calling these functions when the moment calls for it:\n${lines.join('\n')}`);

@@ -45,7 +45,7 @@ export async function openDocumentIndex(options: PostgresDocumentIndexOptions): 
  * Chunks in PostgreSQL (server or PGlite): full text through the generated `tsv` column and
  * its GIN index, vectors through pgvector's HNSW index, fused by reciprocal rank fusion.
  */
-export class PostgresDocumentIndex implements DocumentIndex {
+class PostgresDocumentIndex implements DocumentIndex {
   readonly vectors: boolean;
   readonly #db: Db;
   /** Whether `document_chunks.embedding` exists, i.e. the server has pgvector. */

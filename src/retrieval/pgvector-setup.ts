@@ -5,7 +5,7 @@ import type { Db } from '../db/database.ts';
 /** Arbitrary constant: serialises this startup DDL when several processes start at once. */
 const VECTOR_SETUP_LOCK_KEY = 7_302_118_412;
 /** pgvector's HNSW index takes `vector` columns of at most 2,000 dimensions. */
-export const HNSW_MAX_DIMENSIONS = 2000;
+const HNSW_MAX_DIMENSIONS = 2000;
 
 export const PGVECTOR_MISSING_WARNING =
   'PostgreSQL has no pgvector extension, so documents are searched by full text only. To add vector search, install pgvector ' +

@@ -1,5 +1,6 @@
 import { matchMaker } from '@colyseus/core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { ConversationActors } from '../../actors/conversation-actors.ts';
 import { BACKENDS } from '../support/env.ts';
 import { GameClient } from '../support/game-client.ts';
 import { startV1Fixture, type V1Fixture } from '../support/v1.ts';
@@ -18,7 +19,7 @@ describe.each(BACKENDS)('conversation actors on $kind', (backend) => {
   afterAll(() => f.close());
 
   const start = async () => (await f.api.post('/conversations', { characterId: character.id }).expect(201)).id as string;
-  const roomType = () => matchMaker.getHandler(f.t.server.resources.conversationActors.roomName);
+  const roomType = () => matchMaker.getHandler((f.t.server.resources.conversationActors as ConversationActors).roomName);
   /** Resolves when the actor of conversation `id` emits `event` ('create' or 'dispose'). */
   const actorEvent = (event: 'create' | 'dispose', id: string) =>
     new Promise<void>((resolve) => {

@@ -1,4 +1,4 @@
-import { afterAll, beforeAll, beforeEach, describe, expect, it, onTestFailed } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { BACKENDS } from '../support/env.ts';
 import { startV1Fixture, type V1Fixture } from '../support/v1.ts';
 import { openSocket } from '../support/ws-client.ts';
@@ -18,8 +18,6 @@ describe.each(BACKENDS)('conversation WebSocket on $kind', (backend) => {
     wsBase = f.t.url.replace('http://', 'ws://');
   });
   afterAll(() => f.close());
-  // A failure here has shown up only in CI: keep the server's side of it in the report.
-  beforeEach(() => onTestFailed(() => console.error(f.t.rawLogs.slice(-40).join('\n'))));
 
   const start = async () => (await f.api.post('/conversations', { characterId: character.id }).expect(201)).id as string;
   const socketUrl = (id: string, token = f.key) => `${wsBase}/conversations/${id}/ws?token=${encodeURIComponent(token)}`;

@@ -107,7 +107,7 @@ describe.each(BACKENDS)('Colyseus game clients on $kind', (backend) => {
     const id = await start();
     const game = await join(id);
     game.send('message', { mode: 'conversation' });
-    expect(String((await game.next('error')).message)).toContain("Missing 'content'");
+    expect(String((await game.next('error')).message)).toContain("Missing required parameter: 'content'");
     game.send('capability_result', { callId: 'call_unknown', result: 1 });
     expect(String((await game.next('error')).message)).toContain('call_unknown');
     f.upstream.script({ text: 'Still here.' });

@@ -53,6 +53,23 @@ describe.each(BACKENDS)('POST /perform on $kind', (backend) => {
     expect((await webhook).body).toMatchObject({ capability: { name: 'alarm' }, conversationId: null });
   });
 
+  it('cancels the upstream call when the game leaves before the decision', async () => {
+    f.upstream.script({ text: 'Halt, who goes there?', stallAfterChunks: 1 });
+    const controller = new AbortController();
+    const request = fetch(`${f.t.url}/perform`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${f.key}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ npcId: npc.id, history: [{ role: 'player', content: 'Psst' }] }),
+      signal: controller.signal,
+    }).catch((err: unknown) => err);
+    const aborted = f.upstream.nextAbort();
+    // Earlier tests' requests come first: wait for this one to reach the upstream.
+    while (!JSON.stringify((await f.upstream.nextRequest()).body).includes('Psst'));
+    controller.abort();
+    expect(await request).toBeInstanceOf(Error);
+    expect(await (await aborted).settled).toBe('aborted');
+  });
+
   it('validates its input and needs credentials', async () => {
     expect((await f.api.post('/perform', { npcId: 'character_nope', history: [] }).expect(404)).error).toMatchObject({ param: 'npcId', code: 'npc_not_found' });
     expect((await f.api.post('/perform', { history: [] }).expect(400)).error.param).toBe('npcId');

@@ -36,13 +36,15 @@ export class GameClient {
     room.onStateChange(() => this.#checkState());
   }
 
-  static async join(baseUrl: string, key: string, conversationId: string): Promise<GameClient> {
+  /** Joins a conversation's room, or a voice room's (`room_…`), by id. */
+  static async join(baseUrl: string, key: string, id: string): Promise<GameClient> {
     const client = new Client(baseUrl);
     client.auth.token = key;
-    const room = await client.joinById<GameState>(conversationId);
+    const room = await client.joinById<GameState>(id);
     const game = new GameClient(room);
     // The first full state follows the join; a game would wait for it too.
-    await game.until((state) => typeof state?.conversationId === 'string');
+    const field = id.startsWith('room_') ? 'roomId' : 'conversationId';
+    await game.until((state) => typeof (state as unknown as Record<string, unknown> | undefined)?.[field] === 'string');
     return game;
   }
 

@@ -15,14 +15,32 @@ export function openSocket(url: string): Promise<TestSocket> {
   const ws = new WebSocket(url);
   const queue: Record<string, unknown>[] = [];
   const waiters: ((e: Record<string, unknown>) => void)[] = [];
+  let closing = false;
   ws.on('message', (data) => {
     const event = JSON.parse(String(data)) as Record<string, unknown>;
+    failers.shift();
     const waiter = waiters.shift();
     if (waiter) waiter(event);
     else queue.push(event);
   });
-  const take = (): Promise<Record<string, unknown>> =>
-    queue.length > 0 ? Promise.resolve(queue.shift() as Record<string, unknown>) : new Promise((resolve) => waiters.push(resolve));
+  // A socket the server closed never sends what a test waits for: fail the wait at once, saying why.
+  let closedBy: string | null = null;
+  const failers: ((err: Error) => void)[] = [];
+  // An error the client met (an invalid frame, a reset) explains the close that follows it.
+  let clientError = '';
+  ws.on('error', (err) => (clientError = `, after the client's error: ${err.message}`));
+  ws.on('close', (code, reason) => {
+    closedBy = `the server closed the socket (${code}${reason.length > 0 ? ` ${reason.toString()}` : ''}${clientError})`;
+    for (const fail of failers.splice(0)) fail(new Error(closedBy));
+  });
+  const take = (): Promise<Record<string, unknown>> => {
+    if (queue.length > 0) return Promise.resolve(queue.shift() as Record<string, unknown>);
+    if (closedBy !== null && !closing) return Promise.reject(new Error(closedBy));
+    return new Promise((resolve, reject) => {
+      waiters.push(resolve);
+      failers.push(reject);
+    });
+  };
   const socket: TestSocket = {
     ws,
     send: (message) => ws.send(typeof message === 'string' ? message : JSON.stringify(message)),
@@ -47,6 +65,7 @@ export function openSocket(url: string): Promise<TestSocket> {
     },
     close: () =>
       new Promise<void>((resolve) => {
+        closing = true;
         if (ws.readyState === WebSocket.CLOSED) return resolve();
         ws.once('close', () => resolve());
         ws.close();

@@ -1,12 +1,13 @@
 import { describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { TroupeError, toErrorBody } from '../../src/errors.ts';
-import { formatPath, parseInput } from '../../src/http/validation.ts';
+import { formatParam } from '../../src/input/text.ts';
+import { parseInput } from '../../src/input/validation.ts';
 
 describe('request validation', () => {
   it('formats paths the way OpenAI error params read', () => {
-    expect(formatPath(['parameters', 0, 'name'])).toBe('parameters[0].name');
-    expect(formatPath([])).toBe('');
+    expect(formatParam(['parameters', 0, 'name'])).toBe('parameters[0].name');
+    expect(formatParam([])).toBe('');
   });
 
   it('maps zod problems to TroupeErrors naming the field', () => {

@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { MessageContent } from '../../conversations/protocol.ts';
 import { TroupeError } from '../../errors.ts';
 import { IdParam } from '../common-schemas.ts';
 import { conversationSocket } from '../conversation-socket.ts';
@@ -62,7 +63,7 @@ export const conversationRoutes = [
     tags,
     summary: "Send the player's message and get the character's reply (both stored; open sockets see the stream)",
     params: ConversationParams,
-    body: z.strictObject({ content: z.string().trim().min(1, 'must not be empty').max(32_000) }),
+    body: z.strictObject({ content: MessageContent }),
     response: {
       status: 200,
       schema: z.object({
@@ -76,7 +77,7 @@ export const conversationRoutes = [
     errors: [404, 502],
     handler: async ({ params, body, principal, resources }) => ({
       // Not tied to this request's signal: the reply is finished and stored even if the caller leaves.
-      body: await resources.conversationActors.send(principal.projectId, params.conversationId, body.content, 'http'),
+      body: await resources.conversationActors.exchange(principal.projectId, params.conversationId, body.content, 'http'),
     }),
   }),
   defineRoute({

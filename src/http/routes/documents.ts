@@ -6,7 +6,7 @@ import { PageQuerySchema, nextLink, toPage } from '../pagination.ts';
 import { defineRoute } from '../route.ts';
 
 /** The interface's upload limit: 50 MB (50 × 1024 × 1024 bytes). */
-export const MAX_DOCUMENT_BYTES = 50 * 1024 * 1024;
+const MAX_DOCUMENT_BYTES = 50 * 1024 * 1024;
 
 const tags = ['Documents'];
 const CharacterParams = z.strictObject({ characterId: IdParam });

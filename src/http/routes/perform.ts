@@ -26,8 +26,8 @@ export const performRoutes = [
     }),
     response: { status: 200, schema: z.array(ActionSchema), description: 'Actions in the order the NPC took them' },
     errors: [404, 502],
-    handler: async ({ body, principal, resources }) => ({
-      body: await resources.perform.perform(principal.projectId, body.npcId, body.history),
+    handler: async ({ body, principal, resources, signal }) => ({
+      body: await resources.perform.perform(principal.projectId, body.npcId, body.history, signal),
     }),
   }),
 ];

@@ -90,7 +90,7 @@ export const v1Routes = [
  * caller that asks for events, or shows no sign of being such an SDK, gets the default stream,
  * and the SDKs (recognised by what they send) get one JSON response.
  */
-export function wantsStream(stream: boolean | null | undefined, headers: Readonly<Record<string, string>>): boolean {
+function wantsStream(stream: boolean | null | undefined, headers: Readonly<Record<string, string>>): boolean {
   if (stream === true || stream === false) return stream;
   if (/\btext\/event-stream\b/i.test(headers.accept ?? '')) return true;
   return !isOpenAiFormatSdk(headers);

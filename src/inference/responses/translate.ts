@@ -97,7 +97,7 @@ export function toChatRequest(request: ResponseCreateRequest, items: readonly Co
  * Items as chat messages: function calls join the assistant message before them (or make one),
  * their outputs become tool messages, reasoning items are left out.
  */
-export function toChatMessages(items: readonly ContextItem[], firstInput: number): ChatMessage[] {
+function toChatMessages(items: readonly ContextItem[], firstInput: number): ChatMessage[] {
   const messages: ChatMessage[] = [];
   let assistant: AssistantMessage | null = null;
   for (const [i, item] of items.entries()) {
