@@ -34,7 +34,7 @@ const ConfigSchema = z
       .optional(),
     /** How long one Redis command may take; past it the request answers 503 redis_unavailable. */
     REDIS_COMMAND_TIMEOUT_MS: z.coerce.number().int().min(100).max(60_000).default(2_000),
-    /** How soon a conversation whose process died is taken over by another (health-checked while calls wait). */
+    /** How soon a conversation whose process died is taken over by another (each process keeps a heartbeat of half this TTL in Redis). */
     ACTOR_FAILOVER_MS: z.coerce.number().int().min(1_000).max(600_000).default(5_000),
     /** `host:port` where game clients reach this process (Colyseus seat reservations; with REDIS_URL). */
     PUBLIC_ADDRESS: z
@@ -121,20 +121,56 @@ const ConfigSchema = z
     EMBEDDINGS_DIMENSIONS: z.coerce.number().int().min(1).max(16_000).optional(),
     /** Texts sent in one embeddings request. */
     EMBEDDINGS_BATCH_SIZE: z.coerce.number().int().min(1).max(2048).default(64),
+    /** LiveKit server game clients join voice rooms on (ws:// or wss://); its API is the same host over http(s)://. */
+    LIVEKIT_URL: z
+      .string()
+      .regex(/^wss?:\/\/[^\s/?#]+(\/\S*)?$/, 'must be a ws:// or wss:// URL (what clients connect to, e.g. wss://livekit.example.com)')
+      .optional(),
+    /** API key and secret of that LiveKit server: they sign join tokens and server calls, and verify its webhooks. */
+    LIVEKIT_API_KEY: z.string().min(1).optional(),
+    LIVEKIT_API_SECRET: z.string().min(1).optional(),
+    /** Name the character agent worker registers with LiveKit; rooms dispatch it explicitly by this name. */
+    LIVEKIT_AGENT_NAME: z.string().min(1).max(128).default('troupe-character'),
+    /** How long a voice-room join token stays valid, in seconds. */
+    ROOM_TOKEN_TTL_S: z.coerce.number().int().min(60).max(86_400).default(3_600),
+    /** In a room, how many times characters may answer each other (after the one that answered a player) before the floor returns to the players (0: characters answer players only). */
+    ROOM_MAX_AGENT_TURNS: z.coerce.number().int().min(0).max(10).default(2),
+    /** OpenAI-compatible speech-to-text server (/audio/transcriptions) and its key; default INFERENCE_BASE_URL, and INFERENCE_API_KEY only while the URL defaults too. */
+    STT_BASE_URL: z.url().optional(),
+    STT_API_KEY: z.string().min(1).optional(),
+    /** Speech-to-text model (e.g. whisper-1); voice agents need it. */
+    STT_MODEL: z.string().min(1).optional(),
+    /** OpenAI-compatible text-to-speech server (/audio/speech, PCM at 24 kHz) and its key; defaults as for STT_. */
+    TTS_BASE_URL: z.url().optional(),
+    TTS_API_KEY: z.string().min(1).optional(),
+    /** Text-to-speech model (e.g. gpt-4o-mini-tts); voice agents need it. */
+    TTS_MODEL: z.string().min(1).optional(),
+    /** Voice of characters without a voiceId (a voiceId picks the voice; voiceDescription is sent as instructions). */
+    TTS_VOICE: z.string().min(1).max(200).default('alloy'),
   })
   .superRefine((env, ctx) => {
-    if (env.EMBEDDINGS_MODEL && !env.EMBEDDINGS_BASE_URL && !env.INFERENCE_BASE_URL) {
-      ctx.addIssue({
-        code: 'custom',
-        path: ['EMBEDDINGS_BASE_URL'],
-        message: 'is not set but EMBEDDINGS_MODEL is; set it (or INFERENCE_BASE_URL) to the OpenAI-compatible server that serves /embeddings',
-      });
+    // Servers that default to the inference server need one of the two once their model is set.
+    for (const [kind, what] of [['EMBEDDINGS', '/embeddings'], ['STT', '/audio/transcriptions'], ['TTS', '/audio/speech']] as const) {
+      if (env[`${kind}_MODEL`] && !env[`${kind}_BASE_URL`] && !env.INFERENCE_BASE_URL) {
+        const message = `is not set but ${kind}_MODEL is; set it (or INFERENCE_BASE_URL) to the OpenAI-compatible server that serves ${what}`;
+        ctx.addIssue({ code: 'custom', path: [`${kind}_BASE_URL`], message });
+      }
     }
     if (env.INFERENCE_MODEL && !env.INFERENCE_BASE_URL) {
       ctx.addIssue({
         code: 'custom',
         path: ['INFERENCE_BASE_URL'],
         message: 'is not set but INFERENCE_MODEL is; set the URL of the OpenAI-compatible server (e.g. http://localhost:11434/v1)',
+      });
+    }
+    const livekit = { LIVEKIT_URL: env.LIVEKIT_URL, LIVEKIT_API_KEY: env.LIVEKIT_API_KEY, LIVEKIT_API_SECRET: env.LIVEKIT_API_SECRET };
+    const livekitMissing = Object.entries(livekit).filter(([, v]) => v === undefined).map(([k]) => k);
+    // Half a LiveKit setup is a mistake worth stopping for; none at all just means no voice rooms.
+    if (livekitMissing.length > 0 && livekitMissing.length < 3) {
+      ctx.addIssue({
+        code: 'custom',
+        path: [livekitMissing[0] ?? 'LIVEKIT_URL'],
+        message: `is not set but other LIVEKIT_ variables are; voice rooms need LIVEKIT_URL, LIVEKIT_API_KEY and LIVEKIT_API_SECRET together (missing: ${livekitMissing.join(', ')})`,
       });
     }
     if (!env.METRICS_PUBLIC && !env.TROUPE_ADMIN_TOKEN) {
@@ -176,6 +212,29 @@ export interface Config {
   conversationHistoryTokens: number;
   documents: DocumentConfig;
   embeddings: EmbeddingsConfig;
+  livekit: LiveKitConfig;
+  /** Character turns that may follow another character's turn in a voice room before a player speaks again. */
+  roomMaxAgentTurns: number;
+  speech: SpeechConfig;
+}
+
+/** Voice agents' speech servers; calls use the INFERENCE_ timeouts and retries (separate knobs would be tuned alike). */
+export interface SpeechConfig {
+  stt: { baseUrl: string | undefined; apiKey: string | undefined; model: string | undefined };
+  tts: { baseUrl: string | undefined; apiKey: string | undefined; model: string | undefined; voice: string };
+  connectTimeoutMs: number;
+  totalTimeoutMs: number;
+  maxRetries: number;
+}
+
+/** Voice rooms' LiveKit server; url, apiKey and apiSecret are all set or all undefined. */
+export interface LiveKitConfig {
+  /** ws:// or wss:// URL clients connect to. */
+  url: string | undefined;
+  apiKey: string | undefined;
+  apiSecret: string | undefined;
+  agentName: string;
+  tokenTtlS: number;
 }
 
 export interface EmbeddingsConfig {
@@ -300,6 +359,22 @@ export function loadConfig(env: EnvInput): Config {
       model: e.EMBEDDINGS_MODEL,
       dimensions: e.EMBEDDINGS_DIMENSIONS,
       batchSize: e.EMBEDDINGS_BATCH_SIZE,
+    },
+    livekit: {
+      url: e.LIVEKIT_URL,
+      apiKey: e.LIVEKIT_API_KEY,
+      apiSecret: e.LIVEKIT_API_SECRET,
+      agentName: e.LIVEKIT_AGENT_NAME,
+      tokenTtlS: e.ROOM_TOKEN_TTL_S,
+    },
+    roomMaxAgentTurns: e.ROOM_MAX_AGENT_TURNS,
+    speech: {
+      // As with embeddings, the inference key goes only to the inference server.
+      stt: { baseUrl: e.STT_BASE_URL ?? e.INFERENCE_BASE_URL, apiKey: e.STT_API_KEY ?? (e.STT_BASE_URL ? undefined : e.INFERENCE_API_KEY), model: e.STT_MODEL },
+      tts: { baseUrl: e.TTS_BASE_URL ?? e.INFERENCE_BASE_URL, apiKey: e.TTS_API_KEY ?? (e.TTS_BASE_URL ? undefined : e.INFERENCE_API_KEY), model: e.TTS_MODEL, voice: e.TTS_VOICE },
+      connectTimeoutMs: e.INFERENCE_CONNECT_TIMEOUT_MS,
+      totalTimeoutMs: e.INFERENCE_TOTAL_TIMEOUT_MS,
+      maxRetries: e.INFERENCE_MAX_RETRIES,
     },
   };
 }

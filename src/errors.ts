@@ -24,6 +24,9 @@ export const ERROR_CODES = {
   service_unavailable: { status: 503, type: 'api_error' },
   database_unavailable: { status: 503, type: 'api_error' },
   redis_unavailable: { status: 503, type: 'api_error' },
+  invalid_webhook_signature: { status: 401, type: 'authentication_error' },
+  livekit_error: { status: 502, type: 'api_error' },
+  livekit_not_configured: { status: 503, type: 'api_error' },
 } as const satisfies Record<string, { status: number; type: string }>;
 
 export type ErrorCode = keyof typeof ERROR_CODES;
@@ -97,7 +100,7 @@ const UNAVAILABLE_SQLSTATES = new Set(['57P01', '57P02', '57P03', '53300']);
  * A thrown value that means "the database does not answer" (seen through drizzle's wrapper and
  * postgres.js' errors), as the 503 it is: a client may retry, nothing was at fault in the request.
  */
-export function databaseUnavailable(err: unknown): TroupeError | null {
+function databaseUnavailable(err: unknown): TroupeError | null {
   for (let e = err, depth = 0; e instanceof Error && depth < 5; e = e.cause, depth++) {
     const code = (e as { code?: unknown }).code;
     if (typeof code !== 'string') continue;
@@ -112,7 +115,7 @@ export function databaseUnavailable(err: unknown): TroupeError | null {
 }
 
 /** A thrown value from a Redis command that could not run because Redis does not answer (ioredis). */
-export function redisUnavailable(err: unknown): TroupeError | null {
+function redisUnavailable(err: unknown): TroupeError | null {
   for (let e = err, depth = 0; e instanceof Error && depth < 5; e = e.cause, depth++) {
     if (e.name === 'MaxRetriesPerRequestError' || /^(Command timed out|Connection is closed\.|Stream isn't writeable)/.test(e.message)) {
       return new TroupeError('redis_unavailable', 'Redis (REDIS_URL) does not answer; try again shortly.', {

@@ -12,6 +12,8 @@ export const ID_PREFIX = {
   chunk: 'chunk_',
   room: 'room_',
   participant: 'participant_',
+  /** Room transcript entries; the interface gives them no prefix. */
+  transcriptEntry: 'entry_',
   reply: 'reply_',
 } as const;
 

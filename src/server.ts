@@ -3,7 +3,13 @@ import type { Logger } from 'pino';
 import packageJson from '../package.json' with { type: 'json' };
 import { ActorSystem } from '../actors/actor-system.ts';
 import { ConversationActors } from '../actors/conversation-actors.ts';
-import { ConversationEvents } from '../actors/conversation-events.ts';
+import { ActorEvents, conversationLost } from '../actors/actor-events.ts';
+import { roomActorType, type RoomActor } from '../actors/room-actor.ts';
+import { RoomActors } from '../actors/room-actors.ts';
+import { roomLost } from './rooms/events.ts';
+import { Director } from './rooms/director.ts';
+import { RoomScene } from './rooms/scene.ts';
+import { allHooks, roomActorHooks } from './rooms/hooks.ts';
 import { conversationRoomType, type ConversationRoom } from '../actors/conversation-room.ts';
 import { gameTransport } from '../actors/game-transport.ts';
 import { Invalidations } from './cache/invalidations.ts';
@@ -41,6 +47,13 @@ import { Metrics } from './observability/metrics.ts';
 import type { CreatedApiKey } from './projects/service.ts';
 import { PerformService } from './perform/service.ts';
 import { ProjectService } from './projects/service.ts';
+import { RoomService } from './rooms/service.ts';
+import { RoomVoiceControl, roomVoiceHooks } from './rooms/voice-control.ts';
+import { LiveKitControlPlane } from './livekit/control-plane.ts';
+import { LiveKitWebhooks } from './livekit/webhooks.ts';
+import { roomRoutes } from './http/routes/rooms.ts';
+import { roomLiveRoutes } from './http/routes/room-live.ts';
+import { roomVoiceRoutes } from './http/routes/room-voice.ts';
 import type { Resources } from './resources.ts';
 
 export interface RunningServer {
@@ -129,7 +142,7 @@ export async function startServer(config: Config, logger: Logger): Promise<Runni
       chunking: { maxTokens: config.documents.chunkTokens, overlapTokens: config.documents.chunkOverlapTokens },
     },
   });
-  const turnDeps = { upstream, executor, knowledge, maxRounds: config.capabilities.maxRounds };
+  const turnDeps = { model: upstream, executor, knowledge, maxRounds: config.capabilities.maxRounds };
   const conversations = new ConversationService({
     db: database.db,
     characters,
@@ -138,7 +151,7 @@ export async function startServer(config: Config, logger: Logger): Promise<Runni
     ...turnDeps,
   });
   const system = await ActorSystem.acquire({ redisUrl: config.redisUrl, logger, redisCommandTimeoutMs: config.redisCommandTimeoutMs, failoverMs: config.actorFailoverMs });
-  const events = new ConversationEvents(system.presence, {
+  const events = new ActorEvents(system.presence, conversationLost, {
     processId: system.processId,
     healthy: (processId) => system.healthy(processId),
     checkIntervalMs: Math.max(250, Math.floor(config.actorFailoverMs / 3)),
@@ -148,10 +161,69 @@ export async function startServer(config: Config, logger: Logger): Promise<Runni
   const liveRooms = new Set<ConversationRoom>();
   const roomName = system.define(
     'conversation',
-    conversationRoomType({ conversations, projects, events, logger, idleMs: config.conversationIdleMs, publicAddress: () => advertised.address, live: liveRooms }),
+    conversationRoomType({
+      conversations,
+      gateway: () => conversationActors,
+      projects,
+      events,
+      logger,
+      idleMs: config.conversationIdleMs,
+      publicAddress: () => advertised.address,
+      live: liveRooms,
+    }),
   );
+  const conversationActors = new ConversationActors({ system, roomName, conversations, events, replyTimeoutMs: replyTimeoutMs(config) });
+  const roomEvents = new ActorEvents(system.presence, roomLost, {
+    processId: system.processId,
+    channelPrefix: 'troupe:room:',
+    healthy: (processId) => system.healthy(processId),
+    checkIntervalMs: Math.max(250, Math.floor(config.actorFailoverMs / 3)),
+  });
+  system.onPresenceLost(() => roomEvents.lost((roomId) => system.isLocal(roomId)));
   if (!upstream.configured) logger.warn('no inference backend configured: set INFERENCE_BASE_URL and INFERENCE_MODEL for characters to answer');
   const chat = new ChatCompletionService({ upstream, characters, capabilities, knowledge });
+  // Voice: without LIVEKIT_* the rooms still work as text scenes; token/start answer 503.
+  const rooms: RoomService = new RoomService({ db: database.db, characters, conversations, hooks: allHooks(roomVoiceHooks(() => roomVoice), roomActorHooks(() => roomActors)) });
+  const roomVoice = new RoomVoiceControl({
+    rooms,
+    livekit: new LiveKitControlPlane({ config: config.livekit }),
+    webhooks: new LiveKitWebhooks({ config: config.livekit }),
+    logger,
+    hooks: {
+      onStarted: (room) => roomActors.changed(room.projectId, room.id, { kind: 'started' }),
+      onHuman: (roomId, human) => {
+        roomActors.announce(roomId, { type: 'participant', change: human.change, kind: 'human', characterId: null, identity: human.identity, name: human.name });
+        return Promise.resolve();
+      },
+    },
+  });
+  const scene = new RoomScene({
+    ...turnDeps,
+    rooms,
+    characters,
+    capabilities,
+    conversations,
+    director: new Director({ model: upstream, logger }),
+    maxAgentTurns: config.roomMaxAgentTurns,
+    logger,
+  });
+  const liveRoomActors = new Set<RoomActor>();
+  const roomActorName = system.define(
+    'room',
+    roomActorType({
+      rooms,
+      characters,
+      scene,
+      projects,
+      events: roomEvents,
+      gateway: () => roomActors,
+      logger,
+      idleMs: config.conversationIdleMs,
+      publicAddress: () => advertised.address,
+      live: liveRoomActors,
+    }),
+  );
+  const roomActors = new RoomActors({ system, roomName: roomActorName, rooms, events: roomEvents });
   const resources: Resources = {
     config,
     logger,
@@ -166,8 +238,11 @@ export async function startServer(config: Config, logger: Logger): Promise<Runni
     documents: new DocumentService({ db: database.db, characters, index: documentIndex, invalidations, cancel: (id) => documentProcessor.cancel(id) }),
     documentProcessor,
     conversations,
-    conversationActors: new ConversationActors({ system, roomName, conversations, events, replyTimeoutMs: replyTimeoutMs(config) }),
+    conversationActors,
     perform: new PerformService({ characters, capabilities, ...turnDeps }),
+    rooms,
+    roomActors,
+    roomVoice,
     lifecycle: { draining: false },
   };
   const apiRoutes = [
@@ -177,6 +252,9 @@ export async function startServer(config: Config, logger: Logger): Promise<Runni
     ...performRoutes,
     ...documentRoutes,
     ...v1Routes,
+    ...roomRoutes,
+    ...roomVoiceRoutes,
+    ...roomLiveRoutes,
     ...v1ResponseRoutes,
     ...matchmakeRoutes,
     ...adminRoutes,
@@ -219,7 +297,7 @@ export async function startServer(config: Config, logger: Logger): Promise<Runni
     stopping ??= (async () => {
       resources.lifecycle.draining = true;
       // Game clients get Colyseus' shutdown close code; replies under way still finish.
-      await Promise.all([...liveRooms].map((room) => room.close()));
+      await Promise.all([...liveRooms, ...liveRoomActors].map((room) => room.close()));
       await http.close(config.shutdownGraceMs);
       game?.shutdown();
       await system.release();

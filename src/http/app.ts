@@ -9,7 +9,7 @@ import type { Route, RouteResult } from './route.ts';
 import { Router } from './router.ts';
 import { readBody } from './body.ts';
 import { isStreamReply, type BufferedReply, type HttpHandler, type HttpReply, type HttpRequest, type UpgradeHandler, type WebSocketHandler } from './types.ts';
-import { parseInput } from './validation.ts';
+import { parseInput } from '../input/validation.ts';
 import { checkPercentEncoding, checkText, decodeUtf8 } from '../input/text.ts';
 
 const JSON_TYPE = 'application/json; charset=utf-8';
@@ -106,6 +106,12 @@ export function createApp(resources: Resources, routes: readonly Route[]): { han
         rawBody: request.body,
       });
       logger.info({ requestId, path: request.path, route: route.path }, 'websocket accepted');
+      // Each socket's end is logged with its code: an abnormal close (1006) says which one.
+      const onClose = socket.onClose.bind(socket);
+      socket.onClose = (code, reason) => {
+        logger.info({ requestId, path: request.path, code, reason }, 'websocket closed');
+        onClose(code, reason);
+      };
       return socket;
     } catch (err) {
       const reply = errorReply(err, requestId, request);

@@ -3,6 +3,7 @@ import type { AddressInfo, Socket } from 'node:net';
 import { WebSocketServer, type WebSocket } from 'ws';
 import { guard, INTERNAL_ERROR_BODY } from './adapter-support.ts';
 import { BodyQueue } from './body-queue.ts';
+import { CloseCode } from './close-codes.ts';
 import {
   isStreamReply,
   isWebSocketHandler,
@@ -62,13 +63,15 @@ export async function startNodeServer(options: HttpEngineOptions): Promise<HttpS
     async close(graceMs) {
       const closed = new Promise<void>((resolve) => server.close(() => resolve()));
       server.closeIdleConnections();
+      // The server's actors are idle by now (they drain first): sockets have nothing more to
+      // get here, so they go at once and reconnect elsewhere, not after the HTTP drain.
+      for (const ws of sockets) ws.close(CloseCode.goingAway, 'server shutting down');
       if (inFlight > 0) {
         await Promise.race([
           new Promise<void>((resolve) => (drained = resolve)),
           new Promise<void>((resolve) => setTimeout(resolve, graceMs).unref()),
         ]);
       }
-      for (const ws of sockets) ws.close(1001, 'server shutting down');
       server.closeAllConnections();
       for (const ws of sockets) ws.terminate();
       await closed;
@@ -197,7 +200,7 @@ function nodeSession(ws: WebSocket, maxBuffer: number): WebSocketSession {
       ws.send(text);
       return true;
     },
-    close(code = 1000, reason = '') {
+    close(code: number = CloseCode.normal, reason = '') {
       ws.close(code, reason);
     },
     get bufferedAmount() {

@@ -145,6 +145,10 @@ describe.each(BACKENDS)(`HTTP layer (engine ${HTTP_ENGINE}) on $kind`, (backend)
       'post /characters/{characterId}/documents', 'get /characters/{characterId}/documents',
       'get /characters/{characterId}/documents/{documentId}', 'delete /characters/{characterId}/documents/{documentId}',
       'post /characters/{characterId}/documents/{documentId}/reprocess',
+      'post /v1/rooms', 'get /v1/rooms', 'get /v1/rooms/{roomId}', 'post /v1/rooms/{roomId}/participants',
+      'delete /v1/rooms/{roomId}/participants/{characterId}', 'get /v1/rooms/{roomId}/transcript', 'post /v1/rooms/{roomId}/end',
+      'get /v1/rooms/{roomId}/token', 'post /v1/rooms/{roomId}/start', 'post /v1/livekit/webhook',
+      'post /v1/rooms/{roomId}/messages', 'get /v1/rooms/{roomId}/ws',
     ];
     expect(routes.sort()).toEqual(expected.sort());
     const create = doc.paths['/characters'].post;

@@ -70,7 +70,7 @@ export async function startTestServer(
   const server = await startServer(config, createLogger(config.logLevel, sink));
   const client = (key: string | null) => new ApiClient(server.url, key);
   const admin = client(ADMIN_TOKEN);
-  return {
+  const testServer: TestServer = {
     server,
     url: server.url,
     logs,
@@ -83,8 +83,14 @@ export async function startTestServer(
       return { projectId: project.id as string, keyId: key.id as string, key: key.key as string, client: client(key.key as string) };
     },
     async close(closeOptions = {}) {
+      liveTestServers.delete(testServer);
       await server.stop();
       if (!closeOptions.keepStorage && !options.storage) await storage.dispose();
     },
   };
+  liveTestServers.add(testServer);
+  return testServer;
 }
+
+/** The in-process servers of the running test file (their logs go with a failing test's report). */
+export const liveTestServers = new Set<TestServer>();

@@ -17,6 +17,12 @@ describe('loadConfig', () => {
       maxJsonBodyBytes: 1024 * 1024,
       corsOrigins: [],
       metricsPublic: true,
+      livekit: { url: undefined, apiKey: undefined, apiSecret: undefined, agentName: 'troupe-character', tokenTtlS: 3600 },
+      roomMaxAgentTurns: 2,
+      speech: {
+        stt: { baseUrl: undefined, apiKey: undefined, model: undefined },
+        tts: { baseUrl: undefined, apiKey: undefined, model: undefined, voice: 'alloy' },
+      },
     });
   });
 
@@ -50,6 +56,26 @@ describe('loadConfig', () => {
     expect(loadConfig({ CORS_ORIGINS: '*' }).corsOrigins).toBe('*');
   });
 
+  it('parses the LiveKit settings of voice rooms', () => {
+    const config = loadConfig({
+      LIVEKIT_URL: 'wss://livekit.example.com',
+      LIVEKIT_API_KEY: 'APIkey',
+      LIVEKIT_API_SECRET: 'secret',
+      LIVEKIT_AGENT_NAME: 'my-agent',
+      ROOM_TOKEN_TTL_S: '600',
+      ROOM_MAX_AGENT_TURNS: '0',
+    });
+    expect(config.livekit).toEqual({ url: 'wss://livekit.example.com', apiKey: 'APIkey', apiSecret: 'secret', agentName: 'my-agent', tokenTtlS: 600 });
+    expect(config.roomMaxAgentTurns).toBe(0);
+    expect(loadConfig({ LIVEKIT_URL: 'ws://127.0.0.1:7880', LIVEKIT_API_KEY: 'k', LIVEKIT_API_SECRET: 's' }).livekit.url).toBe('ws://127.0.0.1:7880');
+  });
+
+  it('names the LiveKit variables missing from a partial setup', () => {
+    expect(() => loadConfig({ LIVEKIT_URL: 'wss://livekit.example.com' })).toThrow(
+      /^Invalid configuration:\n {2}LIVEKIT_API_KEY: .*\(missing: LIVEKIT_API_KEY, LIVEKIT_API_SECRET\)$/,
+    );
+  });
+
   it('treats empty values as unset', () => {
     expect(loadConfig({ PORT: '', DATABASE_URL: '  ' })).toMatchObject({ port: 8080, databaseUrl: undefined });
   });
@@ -67,8 +93,24 @@ describe('loadConfig', () => {
     expect(elsewhere.embeddings).toMatchObject({ baseUrl: 'http://embed:9000/v1', apiKey: undefined, model: undefined, dimensions: 256, batchSize: 8 });
   });
 
+  it('sends speech to the inference server unless told otherwise, and its key only there', () => {
+    const inference = { INFERENCE_BASE_URL: 'http://llm:8000/v1', INFERENCE_API_KEY: 'inference-key', INFERENCE_MAX_RETRIES: '0' };
+    const same = loadConfig({ ...inference, STT_MODEL: 'whisper-1', TTS_MODEL: 'tts-1', TTS_VOICE: 'sage' });
+    expect(same.speech).toMatchObject({
+      stt: { baseUrl: 'http://llm:8000/v1', apiKey: 'inference-key', model: 'whisper-1' },
+      tts: { baseUrl: 'http://llm:8000/v1', apiKey: 'inference-key', model: 'tts-1', voice: 'sage' },
+      maxRetries: 0,
+    });
+    const elsewhere = loadConfig({ ...inference, STT_BASE_URL: 'http://stt:9000/v1', TTS_BASE_URL: 'http://tts:9001/v1', TTS_API_KEY: 'tts-key' });
+    expect(elsewhere.speech.stt).toEqual({ baseUrl: 'http://stt:9000/v1', apiKey: undefined, model: undefined });
+    expect(elsewhere.speech.tts).toMatchObject({ baseUrl: 'http://tts:9001/v1', apiKey: 'tts-key' });
+  });
+
   it.each([
     ['EMBEDDINGS_BASE_URL', { EMBEDDINGS_MODEL: 'embed-small' }],
+    ['STT_BASE_URL', { STT_MODEL: 'whisper-1' }],
+    ['TTS_BASE_URL', { TTS_MODEL: 'tts-1' }],
+    ['STT_BASE_URL', { STT_BASE_URL: 'not a url' }],
     ['EMBEDDINGS_DIMENSIONS', { EMBEDDINGS_DIMENSIONS: '0' }],
     ['PORT', { PORT: '70000' }],
     ['PORT', { PORT: 'http' }],
@@ -80,6 +122,10 @@ describe('loadConfig', () => {
     ['LOG_LEVEL', { LOG_LEVEL: 'verbose' }],
     ['MAX_JSON_BODY_BYTES', { MAX_JSON_BODY_BYTES: '10' }],
     ['METRICS_PUBLIC', { METRICS_PUBLIC: 'false' }],
+    ['LIVEKIT_URL', { LIVEKIT_URL: 'https://livekit.example.com', LIVEKIT_API_KEY: 'k', LIVEKIT_API_SECRET: 's' }],
+    ['LIVEKIT_API_SECRET', { LIVEKIT_URL: 'wss://livekit.example.com', LIVEKIT_API_KEY: 'k' }],
+    ['ROOM_TOKEN_TTL_S', { ROOM_TOKEN_TTL_S: '10' }],
+    ['ROOM_MAX_AGENT_TURNS', { ROOM_MAX_AGENT_TURNS: '11' }],
   ])('names %s when its value is bad', (name, env) => {
     expect(() => loadConfig(env)).toThrow(ConfigError);
     expect(() => loadConfig(env)).toThrow(new RegExp(`^Invalid configuration:\\n  ${name}: `));
