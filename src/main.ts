@@ -1,5 +1,6 @@
 import { ConfigError, loadConfig } from './config.ts';
 import { createLogger } from './observability/logger.ts';
+import { isPostgresWriteAfterClose } from './db/postgres-write-race.ts';
 import { startServer } from './server.ts';
 
 /** Past the grace period, how long shutdown may still take before the process exits anyway. */
@@ -64,6 +65,21 @@ async function main(): Promise<void> {
 
 /** Set once the logger exists; until then failures go to stderr as text. */
 let processLogger: ReturnType<typeof createLogger> | null = null;
+
+process.on('uncaughtException', (err) => {
+  if (isPostgresWriteAfterClose(err)) {
+    processLogger?.warn({ err }, 'a PostgreSQL connection closed with a write pending (postgres.js); continuing');
+    return;
+  }
+  // Anything else is a bug: log it as JSON, then end as Node would have.
+  if (processLogger) {
+    processLogger.fatal({ err }, 'uncaught exception');
+    processLogger.flush();
+  } else {
+    process.stderr.write(`uncaught exception: ${String((err as Error)?.stack ?? err)}\n`);
+  }
+  process.exit(1);
+});
 
 process.on('unhandledRejection', (reason) => {
   // Libraries (ioredis through Colyseus) may reject without a handler during an outage: log it

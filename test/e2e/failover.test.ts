@@ -2,6 +2,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
 import { createServer, type AddressInfo } from 'node:net';
 import { performance } from 'node:perf_hooks';
+import { Redis } from 'ioredis';
 import { describe, expect, it, onTestFinished } from 'vitest';
 import { ApiClient } from '../support/client.ts';
 import { createTempDatabase } from '../support/databases.ts';
@@ -178,6 +179,29 @@ describe.skipIf(!POSTGRES_URL || !REDIS_URL)('actors that survive their process 
     expect(fenced.status, fenced.text).toBe(503);
     await proxy.restore();
     expect(await contents(apiB, id)).toEqual(['player:on A', 'character:One, two, three.', 'player:via B', 'character:One, two, three.']);
+  });
+
+  it('answers 503 at once when the listed owner lives but does not answer for the actor', async () => {
+    const { a, b, characterId } = await twoProcesses(REDIS_URL as string);
+    const apiA = new ApiClient(a.url, KEY);
+    const id = (await apiA.post('/conversations', { characterId }).expect(201)).id as string;
+    // A listing that names B, which runs no such actor (as a listing left behind when Redis
+    // failed as B unlisted it would): B's heartbeat is fine, but nobody answers for the actor.
+    const processIdOfB = /"processId":"([^"]+)"[^\n]*"msg":"actor system ready"/.exec(b.stdout())?.[1];
+    expect(processIdOfB).toBeDefined();
+    const redis = new Redis(REDIS_URL as string);
+    onTestFinished(() => void redis.quit());
+    const listing = { name: 'conversation', roomId: id, processId: processIdOfB, clients: 0, locked: false, private: false, unlisted: false, createdAt: new Date().toISOString() };
+    await redis.hset('roomcaches', id, JSON.stringify(listing));
+    onTestFinished(async () => void (await redis.hdel('roomcaches', id)));
+    const started = performance.now();
+    const answer = await apiA.post(`/conversations/${id}/messages`, { content: 'anyone home?' });
+    expect(answer.status).toBe(503);
+    expect(answer.body.error.code).toBe('actor_unresponsive');
+    // The acknowledgement timeout (2 s) plus slack, not the reply timeout (minutes).
+    expect(performance.now() - started).toBeLessThan(8_000);
+    // The message was not stored: the caller may send it again.
+    expect(await contents(apiA, id)).toEqual([]);
   });
 
   it('keeps one actor per conversation through a Redis restart that loses every listing', async () => {

@@ -4,6 +4,7 @@ import { ApiClient } from '../support/client.ts';
 import { BACKENDS, HTTP_ENGINE } from '../support/env.ts';
 import { runTroupeExpectingFailure, spawnTroupe } from '../support/process.ts';
 import { ADMIN_TOKEN, createStorage, startTestServer } from '../support/server.ts';
+import { openSocket } from '../support/ws-client.ts';
 
 describe.each(BACKENDS)('process lifecycle on $kind', (backend) => {
   it('keeps everything across a stop and start on the same storage, and prints the first key once', async () => {
@@ -66,6 +67,35 @@ describe.each(BACKENDS)('process lifecycle on $kind', (backend) => {
     await stopped;
     socket.destroy();
     await expect(fetch(`${t.url}/healthz`)).rejects.toThrow();
+  });
+
+  it('closes WebSockets with 1001 as soon as its actors are idle, while a slow request still drains', async () => {
+    const t = await startTestServer(backend);
+    const { key, client } = await t.newProject();
+    const character = await client.post('/characters', { name: 'Doorwarden' }).expect(201);
+    const conversation = await client.post('/conversations', { characterId: character.id }).expect(201);
+    const socket = await openSocket(`${t.url.replace('http://', 'ws://')}/conversations/${conversation.id as string}/ws?token=${key}`);
+    await socket.next('ready');
+    const closedWith = new Promise<number>((resolve) => socket.ws.once('close', (code) => resolve(code)));
+    // A request that stays in flight until this test finishes sending it.
+    const body = JSON.stringify({ name: 'Slow sender' });
+    const slow = connect(Number(new URL(t.url).port), '127.0.0.1');
+    const reply = new Promise<string>((resolve) => {
+      let data = '';
+      slow.on('data', (chunk) => {
+        data += chunk.toString();
+        if (data.includes('"Slow sender"')) resolve(data);
+      });
+    });
+    slow.write(`POST /characters HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${key}\r\nContent-Type: application/json\r\nContent-Length: ${body.length}\r\n\r\n${body.slice(0, 5)}`);
+    await untilInFlight(t.url, 2);
+    const stopped = t.close();
+    // The socket goes while the request is still being drained (it has not been sent in full).
+    expect(await closedWith).toBe(1001);
+    slow.write(body.slice(5));
+    expect(await reply).toMatch(/^HTTP\/1\.1 201/);
+    await stopped;
+    slow.destroy();
   });
 });
 

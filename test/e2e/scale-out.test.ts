@@ -118,4 +118,33 @@ describe.skipIf(!POSTGRES_URL || !REDIS_URL)('two processes on PostgreSQL and Re
     await game.until((s) => s.messages.length === 4);
     await game.leave();
   });
+
+  it("a room's lines posted on A, its actor on B and a socket on A: every line exactly once, in order", async () => {
+    const room = await apiA.post('/v1/rooms', { name: 'Ferry deck' }).expect(201);
+    await apiA.post(`/v1/rooms/${room.id as string}/participants`, { characterId: character.id }).expect(201);
+    upstream.script({ text: 'Welcome aboard.' });
+    // The first line goes through B, so B makes the room's actor.
+    await apiB.post(`/v1/rooms/${room.id as string}/messages`, { content: 'Ferryman, hello', speakerName: 'Ana' }).expect(202);
+    const lines = ['Ferryman, how far?', 'Ferryman, how long?', 'Ferryman, how much?'];
+    const answers = ['An hour across.', 'Until the bell.', 'One coin.'];
+    upstream.script(...answers.map((text) => ({ text })));
+    // The first exchange ends on the actor before the socket starts counting.
+    while ((((await apiA.get(`/v1/rooms/${room.id as string}/transcript`).expect(200)) as unknown[]).length) < 2);
+    const socket = await openSocket(`${a.url.replace('http', 'ws')}/v1/rooms/${room.id as string}/ws?token=${key}`);
+    expect(await socket.next()).toEqual({ type: 'ready' });
+    for (const content of lines) await apiA.post(`/v1/rooms/${room.id as string}/messages`, { content, speakerName: 'Ana' }).expect(202);
+    const heard: string[] = [];
+    while (heard.length < 6) {
+      const event = await socket.next();
+      if (event.type === 'transcript') heard.push((event.entry as { content: string }).content);
+    }
+    expect(heard).toEqual([lines[0], answers[0], lines[1], answers[1], lines[2], answers[2]]);
+    const transcript = (await apiB.get(`/v1/rooms/${room.id as string}/transcript`).expect(200)) as { content: string }[];
+    expect(transcript.map((e) => e.content)).toEqual(['Ferryman, hello', 'Welcome aboard.', ...heard]);
+    // A game client matchmaking on A plays in the room on B.
+    const game = await GameClient.join(a.url, key, room.id as string);
+    expect(((game.state as unknown as { transcript: unknown[] }).transcript).length).toBe(8);
+    await game.leave();
+    await socket.close();
+  });
 });

@@ -1,0 +1,245 @@
+/**
+ * The four outages, each on a fresh cluster (cluster.ts) under the load of load.ts:
+ * 1. redis      Redis SIGKILLed and started again empty;
+ * 2. kill       one Troupe process SIGKILLed (per ACTOR_FAILOVER_MS value);
+ * 3. postgres   PostgreSQL cut at a proxy (`reset`: refused, as when stopped; `blackhole`:
+ *               connections hang, as when unreachable), then restored;
+ * 4. rolling    SIGTERM to A while replies stream (the balancer sends A's traffic to B), a new A,
+ *               then the same for B.
+ */
+import { mkdir, writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { ApiClient } from '../../test/support/client.ts';
+import { checkHistories, checkSockets, incidents, type StoredMessage } from './check.ts';
+import { Cluster, SLOTS, other, type ClusterOptions, type Slot } from './cluster.ts';
+import { Load } from './load.ts';
+import { logLines, logSummary, readiness, recovery, spread, tally, waitUntil } from './measure.ts';
+
+export interface Settings {
+  databaseUrl: string;
+  engine: string;
+  conversations: number;
+  thinkMs: number;
+  requestTimeoutMs: number;
+  readRate: number;
+  replyChunks: number;
+  chunkDelayMs: number;
+  warmupMs: number;
+  /** Load kept up after the system recovered, before the checks. */
+  afterMs: number;
+  /** The longest wait for every conversation to answer again. */
+  recoveryCapMs: number;
+  socketGraceMs: number;
+  pgOutageMs: number;
+  rollingSettleMs: number;
+  /** Where to keep the Troupe logs of a scenario that shows a timeout or a lost, duplicated or reordered message. */
+  logDir: string;
+}
+
+type Log = (line: string) => void;
+
+/**
+ * Starts a cluster and the load, runs `fault`, then stops the load and checks everything it saw.
+ * `fault` resolves with what to measure, read once the load has stopped (every answer is in).
+ */
+async function scenario<T extends object>(name: string, s: Settings, log: Log, options: Partial<ClusterOptions>, fault: (cluster: Cluster, load: Load, convs: number[]) => Promise<() => T>) {
+  const cluster = await Cluster.start({ databaseUrl: s.databaseUrl, engine: s.engine, proxyDatabase: false, failoverMs: 5_000, replyChunks: s.replyChunks, chunkDelayMs: s.chunkDelayMs, ...options });
+  let load: Load | null = null;
+  try {
+    const api = new ApiClient((cluster.nodes.A ?? cluster.nodes.B)!.proc.url, cluster.key);
+    const characterId = (await api.post('/characters', { name: 'Warden' }).expect(201)).id as string;
+    const conversations: string[] = [];
+    for (let i = 0; i < s.conversations; i++) conversations.push((await api.post('/conversations', { characterId }).expect(201)).id as string);
+    load = new Load(cluster, { conversations, characterId, thinkMs: s.thinkMs, requestTimeoutMs: s.requestTimeoutMs, readRate: s.readRate });
+    log(`${name}: ${cluster.engine} engine, ${conversations.length} conversations; load on, warming up ${s.warmupMs} ms`);
+    load.start();
+    await sleep(s.warmupMs);
+    const tFault = load.now();
+    const measure = await fault(cluster, load, conversations.map((_, i) => i));
+    await sleep(s.afterMs);
+    log(`${name}: stopping the load`);
+    await load.stop(s.socketGraceMs);
+    const measured = measure();
+    const histories = await Promise.all(conversations.map((id) => readHistory(cluster, id)));
+    const history = checkHistories(load.sends, histories);
+    const odd = incidents(load.sends, histories, tFault);
+    const logFiles: string[] = [];
+    if (history.lost + history.duplicated + history.reordered + history.notAlternating + history.wrongReply > 0 || odd.some((i) => i.answer === 'timeout') || cluster.all.some((node) => node.proc.child.exitCode !== null)) {
+      await mkdir(s.logDir, { recursive: true });
+      for (const node of cluster.all) {
+        const file = join(s.logDir, `${name.replace(/\W+/g, '-')}-${node.label}.log`);
+        await writeFile(file, node.proc.stdout() + node.proc.stderr());
+        logFiles.push(file);
+      }
+    }
+    const result = {
+      scenario: name,
+      engine: cluster.engine,
+      ...measured,
+      history,
+      incidents: odd,
+      logFiles,
+      /** Load-clock ms of the fault (incident times are relative to it). */
+      tFault: Math.round(tFault),
+      sockets: checkSockets(load.sends, histories, load.sessions, s.socketGraceMs),
+      messages: tally(load.sends),
+      replyBeforeFaultMs: spread(load.sends.filter((x) => x.status === 200 && x.t1 <= tFault).map((x) => x.t1 - x.t0)),
+      refusedMs: spread(load.sends.filter((x) => x.status !== 200).map((x) => x.t1 - x.t0)),
+      /** Refused before the fault, i.e. not the fault's doing (so far: first messages of a new conversation through both processes at once). */
+      refusedBeforeFault: tally(load.sends.filter((x) => x.status !== 200 && x.t1 < tFault)),
+      refusedFromFault: tally(load.sends.filter((x) => x.status !== 200 && x.t1 >= tFault)),
+      reads: tally(load.reads),
+      logs: logSummary(cluster),
+      takeovers: logLines(cluster, 'the process running an actor stopped its heartbeat; taking its actors over'),
+      superseded: logLines(cluster, 'conversation actor superseded by another process; disposing it'),
+    };
+    log(`${name}: ${JSON.stringify({ ...measured, history: result.history, sockets: { ...result.sockets, examples: undefined } })}`);
+    return result;
+  } finally {
+    await cluster.close();
+    await load?.stop(0); // after a failure: every request fails fast once the processes are gone
+  }
+}
+
+/** A conversation's stored history, read through whichever process answers. */
+async function readHistory(cluster: Cluster, id: string): Promise<StoredMessage[]> {
+  for (let attempt = 0; attempt < 60; attempt++) {
+    for (const slot of SLOTS) {
+      const node = cluster.nodes[slot];
+      if (!node || node.proc.child.exitCode !== null || node.proc.child.signalCode !== null) continue;
+      const res = await new ApiClient(node.proc.url, cluster.key).get(`/conversations/${id}`);
+      if (res.status === 200) return (res.body as { messages: StoredMessage[] }).messages;
+    }
+    await sleep(500);
+  }
+  throw new Error(`could not read conversation ${id}`);
+}
+
+const startedAfter = (t: number) => (x: { t0: number }) => x.t0 >= t;
+
+export function redisRestart(s: Settings, log: Log) {
+  return scenario('redis restart', s, log, {}, async (cluster, load, convs) => {
+    const tFault = load.now();
+    const { downMs } = await cluster.redis.restart();
+    log(`redis restart: Redis down ${Math.round(downMs)} ms; waiting for every conversation to answer through both processes`);
+    const both = () => SLOTS.every((via) => recovery(load, convs, tFault, (x) => x.via === via && x.t0 >= tFault).missing.length === 0);
+    await waitUntil(both, s.recoveryCapMs);
+    const unrecovered = SLOTS.map((via) => recovery(load, convs, tFault, (x) => x.via === via && x.t0 >= tFault).missing.length);
+    return () => {
+      const any = recovery(load, convs, tFault, startedAfter(tFault));
+      const perSlot = SLOTS.map((via) => recovery(load, convs, tFault, (x) => x.via === via && x.t0 >= tFault));
+      const bothTimes = convs.map((_, i) => Math.max(...perSlot.map((r) => r.times[i] ?? Number.NaN)));
+      return {
+        redisDownMs: Math.round(downMs),
+        answersAgainAnyMs: spread(any.times),
+        answersAgainBothMs: spread(bothTimes.filter(Number.isFinite)),
+        answersAgainViaMs: Object.fromEntries(SLOTS.map((via, i) => [via, spread(perSlot[i]?.times ?? [])])),
+        unrecovered: unrecovered.reduce((a, b) => a + b, 0),
+        messagesAfterFault: tally(load.sends.filter((x) => x.t0 >= tFault && x.t0 < tFault + 5_000)),
+        readiness: Object.fromEntries(SLOTS.map((via) => [via, readiness(load, via, tFault)])),
+      };
+    };
+  });
+}
+
+export function processKill(s: Settings, log: Log, failoverMs: number) {
+  return scenario(`SIGKILL, ACTOR_FAILOVER_MS=${failoverMs}`, s, log, { failoverMs }, async (cluster, load, convs) => {
+    const victim = cluster.nodes.A!;
+    const placement = await cluster.placement();
+    const owned = convs.filter((conv) => placement.get(load.conversationId(conv)) === victim.processId);
+    const inFlight = load.inFlight(victim.label);
+    const tKill = load.now();
+    await victim.proc.stop('SIGKILL');
+    log(`SIGKILL: killed ${victim.label} (${owned.length} of ${convs.length} actors on it, ${inFlight.length} messages in flight to it)`);
+    const viaB = (x: { via: Slot; t1: number }) => x.via === 'B' && x.t1 > tKill;
+    await waitUntil(() => recovery(load, owned, tKill, viaB).missing.length === 0, s.recoveryCapMs);
+    const notTakenOver = recovery(load, owned, tKill, viaB).missing.length;
+    return () => {
+      const failover = recovery(load, owned, tKill, viaB);
+      const others = convs.filter((c) => !owned.includes(c));
+      const otherLatency = load.sends.filter((x) => others.includes(x.conv) && x.via === 'B' && x.t1 > tKill && x.t0 < tKill + failoverMs).map((x) => x.t1 - x.t0);
+      return {
+        failoverMs,
+        actorsOnKilled: owned.length,
+        inFlightToKilled: { n: inFlight.length, outcomes: tally(inFlight) },
+        failoverTimeMs: spread(failover.times),
+        notTakenOver,
+        otherConversationsReplyMs: spread(otherLatency),
+      };
+    };
+  });
+}
+
+export function postgresOutage(s: Settings, log: Log, mode: 'reset' | 'blackhole') {
+  return scenario(`PostgreSQL ${mode}`, s, log, { proxyDatabase: true }, async (cluster, load, convs) => {
+    const proxy = cluster.pgProxy!;
+    const tCut = load.now();
+    await proxy.cut(mode);
+    await sleep(s.pgOutageMs);
+    const tRestore = load.now();
+    await proxy.restore();
+    log(`PostgreSQL ${mode}: cut for ${Math.round(tRestore - tCut)} ms; waiting for every conversation to answer again`);
+    const after = (x: { t0: number }) => x.t0 >= tRestore;
+    await waitUntil(() => SLOTS.every((via) => recovery(load, convs, tRestore, (x) => x.via === via && after(x)).missing.length === 0), s.recoveryCapMs);
+    const unrecovered = SLOTS.map((via) => recovery(load, convs, tRestore, (x) => x.via === via && after(x)).missing.length).reduce((a, b) => a + b, 0);
+    return () => measurePostgres(load, convs, tCut, tRestore, unrecovered);
+  });
+}
+
+function measurePostgres(load: Load, convs: number[], tCut: number, tRestore: number, unrecovered: number) {
+  const after = (x: { t0: number }) => x.t0 >= tRestore;
+  const during = (x: { t0: number }) => x.t0 >= tCut && x.t0 < tRestore;
+  const outages = [...load.sends.filter(during), ...load.reads.filter(during)];
+  const strays = load.sends.filter((x) => x.t0 < tCut && x.t1 > tCut);
+  // A 200 to a request started during the outage: served without the database, or held until it came back.
+  const ok = [...load.sends, ...load.reads.filter((x) => x.kind === 'conversation')].filter((x) => during(x) && x.status === 200);
+  const perSlot = SLOTS.map((via) => recovery(load, convs, tRestore, (x) => x.via === via && after(x)));
+  const readsBack = SLOTS.map((via) => {
+    const ok = load.reads.filter((r) => r.via === via && r.kind === 'conversation' && r.status === 200 && r.t0 >= tRestore);
+    return ok.length ? Math.round(Math.min(...ok.map((r) => r.t1)) - tRestore) : null;
+  });
+  return {
+    outageMs: Math.round(tRestore - tCut),
+    during: {
+      messages: tally(load.sends.filter(during)),
+      conversationReads: tally(load.reads.filter((x) => during(x) && x.kind === 'conversation')),
+      characterReads: tally(load.reads.filter((x) => during(x) && x.kind === 'character')),
+    },
+    okDuring: { beforeRestore: ok.filter((x) => x.t1 < tRestore).length, heldUntilAfter: ok.filter((x) => x.t1 >= tRestore).length },
+    heldMs: spread(ok.map((x) => x.t1 - x.t0)),
+    /** Every answer to a request that needs the database (messages, history reads) started during the outage. */
+    anyAnswerMs: spread([...load.sends, ...load.reads.filter((x) => x.kind === 'conversation')].filter(during).map((x) => x.t1 - x.t0)),
+    latency503Ms: spread(outages.filter((x) => x.status === 503).map((x) => x.t1 - x.t0)),
+    readLatency503Ms: spread(load.reads.filter((x) => during(x) && x.status === 503).map((x) => x.t1 - x.t0)),
+    messageLatency503Ms: spread(load.sends.filter(during).filter((x) => x.status === 503).map((x) => x.t1 - x.t0)),
+    inFlightAtCut: { n: strays.length, outcomes: tally(strays), slowestMs: strays.length ? Math.round(Math.max(...strays.map((x) => x.t1 - tCut))) : null },
+    messagesBackMs: spread(convs.map((_, i) => Math.max(...perSlot.map((r) => r.times[i] ?? Number.NaN))).filter(Number.isFinite)),
+    unrecovered,
+    readsBackMs: Object.fromEntries(SLOTS.map((via, i) => [via, readsBack[i]])),
+    readiness: Object.fromEntries(SLOTS.map((via) => [via, readiness(load, via, tCut)])),
+  };
+}
+
+export function rollingRestart(s: Settings, log: Log) {
+  return scenario('rolling restart', s, log, {}, async (cluster, load) => {
+    const steps: { node: string; tTerm: number; drainMs: number; exitCode: number | null; inFlight: number; inFlightOutcomes: Record<string, number>; startMs: number }[] = [];
+    for (const slot of SLOTS) {
+      const node = cluster.nodes[slot]!;
+      cluster.route[slot] = other(slot); // out of rotation first, as a balancer does
+      const inFlight = load.inFlight(node.label);
+      const tTerm = load.now();
+      const code = await node.proc.stop('SIGTERM');
+      const drainMs = load.now() - tTerm;
+      await waitUntil(() => inFlight.every((x) => x.t1 >= 0), 5_000);
+      const started = load.now();
+      const next = await cluster.startSlot(slot);
+      log(`rolling restart: ${node.label} drained in ${Math.round(drainMs)} ms (exit ${code}, ${inFlight.length} messages in flight to it); ${next.label} up in ${Math.round(load.now() - started)} ms`);
+      steps.push({ node: node.label, tTerm, drainMs: Math.round(drainMs), exitCode: code, inFlight: inFlight.length, inFlightOutcomes: tally(inFlight), startMs: Math.round(load.now() - started) });
+      await sleep(s.rollingSettleMs);
+    }
+    // Messages refused from SIGTERM until the next process was up, wherever they went.
+    const refused = (step: (typeof steps)[number]) => tally(load.sends.filter((x) => x.status !== 200 && x.t0 >= step.tTerm && x.t0 < step.tTerm + step.drainMs + step.startMs));
+    return () => ({ steps: steps.map((step) => ({ ...step, tTerm: undefined, refusedMeanwhile: refused(step) })) });
+  });
+}

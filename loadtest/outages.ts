@@ -1,0 +1,109 @@
+/**
+ * Outages benchmark: `npm run bench:outages` (issue 16). How long Troupe takes to answer again
+ * after a fault, and whether any message is lost, duplicated or reordered (goal: none).
+ *
+ * Each scenario starts afresh: a temporary PostgreSQL database, a private `redis-server` on a
+ * free port, the test suite's fake upstream (replies `Re: <message>` and words, one chunk each),
+ * and two Troupe processes A and B (`node src/main.ts`). Under load throughout (see
+ * outage-support/load.ts: per conversation, rounds of one message through A and one through B at
+ * once; one WebSocket per conversation on each process; REST reads; /readyz polls), it injects:
+ *   redis     Redis SIGKILLed and started again empty
+ *   kill      process A SIGKILLed, once per BENCH_FAILOVER_MS value
+ *   postgres  PostgreSQL cut at a TCP proxy for BENCH_PG_OUTAGE_MS, per BENCH_PG_MODES
+ *   rolling   SIGTERM to A while replies stream, a new A, then the same for B
+ * then keeps the load up BENCH_AFTER_MS more, stops it and checks every stored history and socket
+ * stream (outage-support/check.ts). Prints Markdown tables; writes loadtest/results/outages-<stamp>.json.
+ *
+ * Environment (defaults in brackets):
+ *   BENCH_SCENARIOS          redis,kill,postgres,rolling
+ *   BENCH_DATABASE_URL       PostgreSQL server for the temporary databases [postgres://postgres@127.0.0.1:5432/test]
+ *   BENCH_ENGINE             Troupe's HTTP_ENGINE [auto]
+ *   BENCH_CONVERSATIONS      conversations under load [16]
+ *   BENCH_THINK_MS           pause between a conversation's rounds [300]
+ *   BENCH_REPLY_CHUNKS       chunks per reply [8]   BENCH_CHUNK_DELAY_MS between chunks [25]
+ *   BENCH_READ_RATE          REST reads per second on each process [10]
+ *   BENCH_REQUEST_TIMEOUT_MS a request with no answer by then counts as `timeout` [30000]
+ *   BENCH_WARMUP_MS          load before the fault [4000]
+ *   BENCH_AFTER_MS           load after recovery [4000]
+ *   BENCH_RECOVERY_CAP_MS    longest wait for every conversation to answer again [40000]
+ *   BENCH_SOCKET_GRACE_MS    a socket must get a reply this long after its 200 [1500]
+ *   BENCH_FAILOVER_MS        ACTOR_FAILOVER_MS values for `kill` [5000,2000]
+ *   BENCH_PG_MODES           reset,blackhole   BENCH_PG_OUTAGE_MS [8000]
+ *   BENCH_ROLLING_SETTLE_MS  load between the two restarts [3000]
+ *   BENCH_MAX_RUN_SEC        hard limit for the whole run [600]
+ * A scenario with a timeout or a lost, duplicated or reordered message keeps its Troupe logs in
+ * loadtest/results/outages-<stamp>-logs/.
+ */
+import { mkdir, writeFile } from 'node:fs/promises';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { envList, envNumber, envRates, envText } from './support/env.ts';
+import { gitState, machine, startRun } from './support/run.ts';
+import { markdown, type ScenarioResult } from './outage-support/report.ts';
+import { postgresOutage, processKill, redisRestart, rollingRestart, type Settings } from './outage-support/scenarios.ts';
+
+const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..');
+const log = (line: string) => process.stderr.write(`[outages] ${line}\n`);
+
+const SCENARIOS = ['redis', 'kill', 'postgres', 'rolling'] as const;
+const scenarios = envList('BENCH_SCENARIOS', SCENARIOS);
+const settings: Settings = {
+  databaseUrl: envText('BENCH_DATABASE_URL') ?? 'postgres://postgres@127.0.0.1:5432/test',
+  engine: envText('BENCH_ENGINE') ?? 'auto',
+  conversations: envNumber('BENCH_CONVERSATIONS', 16, 1),
+  thinkMs: envNumber('BENCH_THINK_MS', 300, 0),
+  replyChunks: envNumber('BENCH_REPLY_CHUNKS', 8, 2),
+  chunkDelayMs: envNumber('BENCH_CHUNK_DELAY_MS', 25, 0),
+  readRate: envNumber('BENCH_READ_RATE', 10, 0),
+  requestTimeoutMs: envNumber('BENCH_REQUEST_TIMEOUT_MS', 30_000, 100),
+  warmupMs: envNumber('BENCH_WARMUP_MS', 4_000, 0),
+  afterMs: envNumber('BENCH_AFTER_MS', 4_000, 0),
+  recoveryCapMs: envNumber('BENCH_RECOVERY_CAP_MS', 40_000, 1_000),
+  socketGraceMs: envNumber('BENCH_SOCKET_GRACE_MS', 1_500, 0),
+  pgOutageMs: envNumber('BENCH_PG_OUTAGE_MS', 8_000, 100),
+  rollingSettleMs: envNumber('BENCH_ROLLING_SETTLE_MS', 3_000, 0),
+  logDir: join(ROOT, 'loadtest', 'results'),
+};
+const failovers = envRates('BENCH_FAILOVER_MS', '5000,2000').sort((a, b) => b - a);
+const pgModes = envList('BENCH_PG_MODES', ['reset', 'blackhole'] as const);
+
+const { stamp, disarm } = startRun('bench:outages', envNumber('BENCH_MAX_RUN_SEC', 600, 30) * 1000);
+settings.logDir = join(settings.logDir, `outages-${stamp}-logs`);
+const started = Date.now();
+const results: ScenarioResult[] = [];
+const failures: { scenario: string; error: string }[] = [];
+const attempt = async (name: string, run: () => Promise<ScenarioResult>) => {
+  try {
+    results.push(await run());
+  } catch (err) {
+    // One broken scenario still leaves the others' numbers; it is reported, and the exit code says so.
+    log(`${name} failed: ${(err as Error).stack ?? String(err)}`);
+    failures.push({ scenario: name, error: String((err as Error).message ?? err) });
+  }
+};
+
+for (const name of scenarios) {
+  if (name === 'redis') await attempt('redis', () => redisRestart(settings, log));
+  if (name === 'kill') for (const ms of failovers) await attempt(`kill ${ms}`, () => processKill(settings, log, ms));
+  if (name === 'postgres') for (const mode of pgModes) await attempt(`postgres ${mode}`, () => postgresOutage(settings, log, mode));
+  if (name === 'rolling') await attempt('rolling', () => rollingRestart(settings, log));
+}
+disarm();
+
+const host = machine();
+process.stdout.write(`\n${markdown(results)}\n\n${results[0]?.engine ?? '?'} engine; ${settings.conversations} conversations, ${settings.replyChunks} chunks × ${settings.chunkDelayMs} ms per reply, ${settings.thinkMs} ms between rounds, ${settings.readRate} reads/s per process; ${host.cpus} CPUs (${host.cpuModel}), node ${host.node}; ${Math.round((Date.now() - started) / 1000)} s in all.\n`);
+for (const f of failures) process.stdout.write(`\nFAILED: ${f.scenario}: ${f.error}\n`);
+for (const r of results) {
+  const odd = r.incidents.map((i) => `${i.tag} via ${i.node}: ${i.answer} after ${i.tookMs} ms, sent ${i.sentMs} ms after the fault; ${i.stored ? (i.answered ? 'stored and answered' : 'stored, unanswered') : 'not stored'}`);
+  const excerpts = r.history.excerpts.map((e) => `conversation ${e.conv} from message #${e.at}: ${e.messages.join(' | ')}`);
+  const examples = [...r.history.examples, ...excerpts, ...r.sockets.examples, ...odd, ...r.logFiles.map((f) => `Troupe log kept: ${f}`)];
+  if (examples.length) process.stdout.write(`\n${r.scenario}, examples:\n${examples.map((e) => `  - ${e}`).join('\n')}\n`);
+}
+
+await mkdir(join(ROOT, 'loadtest', 'results'), { recursive: true });
+const file = join(ROOT, 'loadtest', 'results', `outages-${stamp}.json`);
+const redact = (url: string) => url.replace(/\/\/([^:@/]*):[^@/]*@/, '//$1:***@');
+const config = { ...settings, databaseUrl: redact(settings.databaseUrl), scenarios, failovers, pgModes };
+await writeFile(file, `${JSON.stringify({ benchmark: 'outages', stamp, config, machine: host, git: await gitState(ROOT), results, failures }, null, 2)}\n`);
+log(`wrote ${file}`);
+process.exitCode = failures.length > 0 ? 1 : 0;
