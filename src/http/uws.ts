@@ -2,6 +2,8 @@ import { STATUS_CODES } from 'node:http';
 import uWS from 'uWebSockets.js';
 import { guard, INTERNAL_ERROR_BODY } from './adapter-support.ts';
 import { BodyQueue } from './body-queue.ts';
+import { CloseCode } from './close-codes.ts';
+import { CorkAnchor } from './uws-cork-anchor.ts';
 import {
   isStreamReply,
   isWebSocketHandler,
@@ -31,6 +33,8 @@ export async function startUwsServer(options: HttpEngineOptions): Promise<HttpSe
   let inFlight = 0;
   let drained: (() => void) | null = null;
   const lifecycle = { closing: false };
+  const anchor = options.upgrade ? new CorkAnchor() : null;
+  anchor?.register(app);
 
   app.any('/*', (res, req) => {
     const exchange = capture(res, req);
@@ -59,15 +63,18 @@ export async function startUwsServer(options: HttpEngineOptions): Promise<HttpSe
         const extensions = req.getHeader('sec-websocket-extensions');
         void decideUpgrade(upgrade, exchange, options).then((decision) => {
           if (exchange.state.aborted) return;
-          res.cork(() => {
-            if (isWebSocketHandler(decision)) {
-              res.upgrade<SocketData>({ handler: decision, session: null }, key, protocol, extensions, context);
-            } else {
+          exchange.state.finished = true;
+          if (!isWebSocketHandler(decision)) {
+            res.cork(() => {
               writeHead(res, decision.status, decision.headers);
               res.end(decision.body, true);
-            }
-          });
-          exchange.state.finished = true;
+            });
+            return;
+          }
+          // Inside the anchor's cork: see CorkAnchor for the uWS bug this avoids.
+          (anchor as CorkAnchor).run(() =>
+            res.cork(() => res.upgrade<SocketData>({ handler: decision, session: null }, key, protocol, extensions, context)),
+          );
         });
       },
       open: (ws) => {
@@ -99,12 +106,19 @@ export async function startUwsServer(options: HttpEngineOptions): Promise<HttpSe
     });
   });
 
+  const port = uWS.us_socket_local_port(listenSocket);
+  await anchor?.connect(options.host, port);
+
   return {
     engine: 'uws',
-    port: uWS.us_socket_local_port(listenSocket),
+    port,
     async close(graceMs) {
       lifecycle.closing = true;
+      anchor?.close();
       uWS.us_listen_socket_close(listenSocket);
+      // The server's actors are idle by now (they drain first): sockets have nothing more to
+      // get here, so they go at once and reconnect elsewhere, not after the HTTP drain.
+      for (const ws of sockets) ws.cork(() => ws.end(CloseCode.goingAway, 'server shutting down'));
       if (inFlight > 0) {
         await Promise.race([
           new Promise<void>((resolve) => (drained = resolve)),
@@ -113,7 +127,6 @@ export async function startUwsServer(options: HttpEngineOptions): Promise<HttpSe
       }
       // uWS flushes writes corked outside its own callbacks at the end of a loop turn: let the
       // last replies leave before the forced close.
-      for (const ws of sockets) ws.end(1001, 'server shutting down');
       await new Promise((resolve) => setImmediate(resolve));
       app.close();
     },
@@ -286,11 +299,15 @@ function uwsSession(ws: uWS.WebSocket<SocketData>): WebSocketSession {
   return {
     send(text) {
       if (data.closed) return false;
-      // 0: buffered under backpressure, 1: sent, 2: dropped (over maxBackpressure).
-      return ws.send(text, false) !== 2;
+      // Sends come from outside uWS' callbacks (timers, promises): each is corked on its own
+      // socket, as uWS asks, so its bytes never share a cork buffer with another socket's
+      // writes. 0: buffered under backpressure, 1: sent, 2: dropped (over maxBackpressure).
+      let status = 1;
+      ws.cork(() => (status = ws.send(text, false)));
+      return status !== 2;
     },
-    close(code = 1000, reason = '') {
-      if (!data.closed) ws.end(code, reason);
+    close(code: number = CloseCode.normal, reason = '') {
+      if (!data.closed) ws.cork(() => ws.end(code, reason));
     },
     get bufferedAmount() {
       return data.closed ? 0 : ws.getBufferedAmount();
