@@ -24,7 +24,7 @@ const ConfigSchema = z
     /** Maximum PostgreSQL connections per process (postgres.js pool). */
     DATABASE_POOL_SIZE: z.coerce.number().int().min(1).max(1000).default(10),
     /** How long opening a PostgreSQL connection may take; past it requests answer 503 database_unavailable. */
-    DATABASE_CONNECT_TIMEOUT_MS: z.coerce.number().int().min(100).max(120_000).default(5_000),
+    DATABASE_CONNECT_TIMEOUT_MS: z.coerce.number().int().min(100).max(120_000).default(2_000),
     /** Server-side cap on one SQL statement (PostgreSQL's statement_timeout). */
     DATABASE_STATEMENT_TIMEOUT_MS: z.coerce.number().int().min(100).max(3_600_000).default(30_000),
     /** Redis connection string: set it on every process to share conversation actors between them. */

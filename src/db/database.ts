@@ -49,7 +49,7 @@ const MIGRATION_LOCK_KEY = 7_302_118_411;
 /** Opens PostgreSQL (when a URL is given) or embedded PGlite, and applies pending migrations. */
 export async function openDatabase(options: OpenDatabaseOptions): Promise<Database> {
   return options.databaseUrl
-    ? openPostgres(options.databaseUrl, options.poolSize, options.connectTimeoutMs ?? 5_000, options.statementTimeoutMs ?? 30_000)
+    ? openPostgres(options.databaseUrl, options.poolSize, options.connectTimeoutMs ?? 2_000, options.statementTimeoutMs ?? 30_000)
     : openPglite(options.dataDir);
 }
 
