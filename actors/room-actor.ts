@@ -6,7 +6,7 @@ import type { ConversationEvent } from '../src/conversations/events.ts';
 import { TroupeError, notFound } from '../src/errors.ts';
 import type { Principal, ProjectService } from '../src/projects/service.ts';
 import type { RoomEvent } from '../src/rooms/events.ts';
-import type { RoomChange, RoomGateway, SpokenLine } from '../src/rooms/gateway.ts';
+import type { RoomChange, RoomGateway, SpokenLine, SpokenReport } from '../src/rooms/gateway.ts';
 import { handleRoomClientMessage, parseRoomClientMessage } from '../src/rooms/protocol.ts';
 import type { StoredRoom, TranscriptEntry } from '../src/rooms/repository.ts';
 import type { RoomScene, SceneOutlet } from '../src/rooms/scene.ts';
@@ -43,7 +43,16 @@ export interface RoomActorMethods {
   say(projectId: string, line: SpokenLine, clientKey: string): Promise<Envelope<TranscriptEntry>>;
   changed(projectId: string, change: RoomChange): Promise<Envelope<null>>;
   capabilityResult(callId: string, result: unknown): boolean;
+  voice(projectId: string, characterId: string, attached: boolean): Envelope<null>;
+  spoken(report: SpokenReport): boolean;
 }
+
+/**
+ * How long a line may take to play before the room goes on without its report: generous (a
+ * quarter of normal speaking speed), so it only bounds an agent that stopped reporting.
+ */
+const SPOKEN_BASE_MS = 5_000;
+const SPOKEN_MS_PER_CHAR = 250;
 
 /**
  * The room actor: one Colyseus room per active room, with the room's id as its id. It owns
@@ -75,6 +84,10 @@ export class RoomActor extends Room<{ state: RoomState }> implements RoomActorMe
     },
   });
   readonly #pending = new PendingResults(this.clock);
+  /** Connected voice agents per character (a reconnecting agent may briefly count twice). */
+  readonly #voices = new Map<string, number>();
+  /** Lines being played, by replyId: resolved by the agent's report, a timeout or its leaving. */
+  readonly #playing = new Map<string, { characterId: string; settle: (report: SpokenReport | null) => void }>();
 
   override async onCreate(options: RoomActorOptions): Promise<void> {
     this.roomId = options.roomId;
@@ -171,6 +184,41 @@ export class RoomActor extends Room<{ state: RoomState }> implements RoomActorMe
     return this.#pending.answer(callId, result);
   }
 
+  voice(projectId: string, characterId: string, attached: boolean): Envelope<null> {
+    if (projectId !== this.#projectId) return failure(notFound('room', this.roomId));
+    const count = Math.max(0, (this.#voices.get(characterId) ?? 0) + (attached ? 1 : -1));
+    if (count > 0) this.#voices.set(characterId, count);
+    else {
+      this.#voices.delete(characterId);
+      for (const play of [...this.#playing.values()]) if (play.characterId === characterId) play.settle(null);
+    }
+    return { ok: true, value: null };
+  }
+
+  spoken(report: SpokenReport): boolean {
+    const play = this.#playing.get(report.replyId);
+    if (play?.characterId !== report.characterId) return false;
+    play.settle(report);
+    return true;
+  }
+
+  /** Waits for a voiced line's report; null at once when the character has no voice here. */
+  #awaitSpoken(characterId: string, replyId: string, text: string, signal: AbortSignal): Promise<SpokenReport | null> | null {
+    if (!this.#voices.has(characterId)) return null;
+    return new Promise((resolve) => {
+      const timer = this.clock.setTimeout(() => settle(null), SPOKEN_BASE_MS + SPOKEN_MS_PER_CHAR * text.length);
+      const settle = (report: SpokenReport | null) => {
+        timer.clear();
+        signal.removeEventListener('abort', onAbort);
+        this.#playing.delete(replyId);
+        resolve(report);
+      };
+      const onAbort = () => settle(null);
+      signal.addEventListener('abort', onAbort, { once: true });
+      this.#playing.set(replyId, { characterId, settle });
+    });
+  }
+
   /** Membership as stored; joins and leaves since the last look are announced. */
   async #refresh(room: StoredRoom): Promise<void> {
     const active = room.participants.filter((p) => p.leftAt === null);
@@ -197,7 +245,12 @@ export class RoomActor extends Room<{ state: RoomState }> implements RoomActorMe
   }
 
   #outlet(): SceneOutlet {
-    return { publish: (event) => this.#publish(event), awaitResult: (callId, ms, signal) => this.#pending.wait(callId, ms, signal), epoch: this.#epoch };
+    return {
+      publish: (event) => this.#publish(event),
+      awaitResult: (callId, ms, signal) => this.#pending.wait(callId, ms, signal),
+      awaitSpoken: (characterId, replyId, text, signal) => this.#awaitSpoken(characterId, replyId, text, signal),
+      epoch: this.#epoch,
+    };
   }
 
   #publish(event: RoomEvent): void {
@@ -221,8 +274,6 @@ export class RoomActor extends Room<{ state: RoomState }> implements RoomActorMe
     const send = (event: RoomEvent | ConversationEvent) => client.send(event.type, event);
     handleRoomClientMessage(this.deps.gateway(), this.deps.logger, { projectId: this.#projectId, roomId: this.roomId, send }, parseRoomClientMessage(raw));
   }
-
-
 
   #signal(event: RoomLifecycleEvent): void {
     if (this.#lifecycle?.getSnapshot().status === 'active') this.#lifecycle.send(event);

@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import type { SeatRequest } from '../src/conversations/gateway.ts';
 import type { RoomEvent } from '../src/rooms/events.ts';
-import type { RoomChange, RoomGateway, SpokenLine } from '../src/rooms/gateway.ts';
+import type { RoomChange, RoomGateway, SpokenLine, SpokenReport } from '../src/rooms/gateway.ts';
 import type { TranscriptEntry } from '../src/rooms/repository.ts';
 import type { RoomService } from '../src/rooms/service.ts';
 import type { ActorCaller, ActorSystem, RoomRef } from './actor-system.ts';
@@ -61,6 +61,24 @@ export class RoomActors implements RoomGateway {
     if (!room) return false;
     try {
       return await this.#call(room, 'capabilityResult', [callId, result], QUICK_CALL_MS);
+    } catch {
+      return false;
+    }
+  }
+
+  async voice(projectId: string, roomId: string, characterId: string, attached: boolean): Promise<void> {
+    // An agent connecting makes the actor (it is about to speak there); one leaving a room
+    // whose actor is gone has nothing to tell.
+    const room = attached ? await this.#ensure(projectId, roomId) : await this.#deps.system.find(roomId);
+    if (!room) return;
+    await untilAnswered('room', () => this.#call(room, 'voice', [projectId, characterId, attached], QUICK_CALL_MS));
+  }
+
+  async spoken(roomId: string, report: SpokenReport): Promise<boolean> {
+    const room = await this.#deps.system.find(roomId);
+    if (!room) return false;
+    try {
+      return await this.#call(room, 'spoken', [report], QUICK_CALL_MS);
     } catch {
       return false;
     }

@@ -11,6 +11,7 @@ import { readBody } from './body.ts';
 import { isStreamReply, type BufferedReply, type HttpHandler, type HttpReply, type HttpRequest, type UpgradeHandler, type WebSocketHandler } from './types.ts';
 import { parseInput } from '../input/validation.ts';
 import { checkPercentEncoding, checkText, decodeUtf8 } from '../input/text.ts';
+import { verifyAgentToken } from '../rooms/agent-token.ts';
 
 const JSON_TYPE = 'application/json; charset=utf-8';
 const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
@@ -155,8 +156,13 @@ export function createApp(resources: Resources, routes: readonly Route[]): { han
       case 'admin':
         requireAdmin(request);
         return NO_PRINCIPAL;
+      case 'key-or-agent':
       case 'key': {
         const token = bearer(request) ?? queryToken;
+        if (token && route.auth === 'key-or-agent') {
+          const agent = await agentPrincipal(token);
+          if (agent) return agent;
+        }
         if (!token) {
           throw new TroupeError('missing_api_key', 'Missing API key. Send it as "Authorization: Bearer sk-troupe-...".');
         }
@@ -165,6 +171,13 @@ export function createApp(resources: Resources, routes: readonly Route[]): { han
         return principal;
       }
     }
+  }
+
+  async function agentPrincipal(token: string): Promise<Principal | null> {
+    const { apiKey, apiSecret } = config.livekit;
+    if (!apiKey || !apiSecret) return null;
+    const grant = await verifyAgentToken({ apiKey, apiSecret }, token);
+    return grant && { projectId: grant.projectId, keyId: `agent:${grant.characterId}`, agent: { roomId: grant.roomId, characterId: grant.characterId } };
   }
 
   function requireAdmin(request: HttpRequest): void {

@@ -31,7 +31,7 @@ export function buildOpenApi(routes: readonly Route[], version: string): Record<
       parameters: [...parameters(route.params, 'path', toSchema), ...parameters(route.query, 'query', toSchema)],
       responses: responses(route, toSchema),
     };
-    if (route.auth === 'key') operation.security = [{ apiKey: [] }];
+    if (route.auth === 'key' || route.auth === 'key-or-agent') operation.security = [{ apiKey: [] }];
     if (route.auth === 'admin') operation.security = [{ adminToken: [] }];
     if (route.body) {
       operation.requestBody = {

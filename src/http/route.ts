@@ -3,7 +3,8 @@ import type { Principal } from '../projects/service.ts';
 import type { Resources } from '../resources.ts';
 import type { ReplySink, WebSocketHandler } from './types.ts';
 
-export type Auth = 'none' | 'key' | 'admin' | 'metrics';
+/** `key-or-agent`: an API key, or a voice agent's token (src/rooms/agent-token.ts) for that one room. */
+export type Auth = 'none' | 'key' | 'key-or-agent' | 'admin' | 'metrics';
 
 export interface RouteContext<P, Q, B> {
   params: P;

@@ -34,6 +34,8 @@ export interface CreatedApiKey {
 export interface Principal {
   projectId: string;
   keyId: string;
+  /** A character's voice agent, allowed into one room's WebSocket only. */
+  agent?: { roomId: string; characterId: string };
 }
 
 export interface Page {

@@ -8,6 +8,16 @@ export interface SpokenLine {
   speakerName: string | null;
 }
 
+/** A voice agent's account of a character's line once it has played: what the listeners heard. */
+export interface SpokenReport {
+  replyId: string;
+  /** The character whose agent reported (from its token, not from what it sent). */
+  characterId: string;
+  /** The line as heard: cut at the interruption when a human spoke over it. */
+  text: string;
+  interrupted: boolean;
+}
+
 /** What changed in a room that its actor must know (membership, start, end). */
 export type RoomChange = { kind: 'participants' } | { kind: 'started' } | { kind: 'ended'; endedAt: string };
 
@@ -27,6 +37,13 @@ export interface RoomGateway {
   subscribe(roomId: string, listener: (event: RoomEvent) => void, onLost?: () => void): Promise<() => void>;
   /** A seat in the room's Colyseus room for a game client, wherever the room runs. */
   reserveSeat(projectId: string, roomId: string, request: SeatRequest): Promise<Record<string, unknown>>;
+  /**
+   * A character's voice agent is connected (true) or gone (false). While one is, the room waits
+   * for each of that character's lines to be spoken before it goes on, and stores it as heard.
+   */
+  voice(projectId: string, roomId: string, characterId: string, attached: boolean): Promise<void>;
+  /** A voice agent's report on a line it played; false when the room no longer waits for it. */
+  spoken(roomId: string, report: SpokenReport): Promise<boolean>;
   /** Publishes an event the room's actor did not make itself (a human joining the voice session). */
   announce(roomId: string, event: RoomEvent): void;
 }

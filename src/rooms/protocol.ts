@@ -6,7 +6,7 @@ import { TroupeError, toErrorEvent } from '../errors.ts';
 import { decodeUtf8 } from '../input/text.ts';
 import { parseInput } from '../input/validation.ts';
 import type { RoomEvent } from './events.ts';
-import type { RoomGateway } from './gateway.ts';
+import type { RoomGateway, SpokenReport } from './gateway.ts';
 
 /** A player's line in a room, on every surface: the REST body, the room WebSocket, Colyseus. */
 export const RoomLineSchema = z.strictObject({
@@ -16,9 +16,18 @@ export const RoomLineSchema = z.strictObject({
 
 const LineMessage = RoomLineSchema.extend({ type: z.literal('message').optional() });
 
+/** A voice agent's report on a line it played (`SpokenReport`); only agents may send it. */
+const SpokenMessage = z.strictObject({
+  type: z.literal('spoken'),
+  replyId: z.string().min(1).max(100),
+  text: z.string().max(100_000),
+  interrupted: z.boolean(),
+});
+
 export type RoomClientMessage =
   | { kind: 'say'; content: string; speakerName: string | null }
   | { kind: 'capability_result'; callId: string; result: unknown }
+  | { kind: 'spoken'; report: Omit<SpokenReport, 'characterId'> }
   | { kind: 'invalid'; error: TroupeError };
 
 /** A room WebSocket frame (as bytes): strict UTF-8 JSON, then the protocol. */
@@ -33,7 +42,11 @@ export function decodeRoomFrame(bytes: Uint8Array): RoomClientMessage {
 
 /** `{content, speakerName?}` or `{type: "capability_result", callId, result}`; anything else is `invalid`. */
 export function parseRoomClientMessage(message: unknown): RoomClientMessage {
-  return parseLiveMessage(message, (m) => {
+  return parseLiveMessage(message, (m): RoomClientMessage => {
+    if ((m as { type?: unknown }).type === 'spoken') {
+      const { replyId, text, interrupted } = parseInput(SpokenMessage, m, null);
+      return { kind: 'spoken', report: { replyId, text, interrupted } };
+    }
     const { content, speakerName } = parseInput(LineMessage, m, null);
     return { kind: 'say', content, speakerName: speakerName ?? null };
   });
@@ -43,6 +56,8 @@ export function parseRoomClientMessage(message: unknown): RoomClientMessage {
 export interface RoomClient {
   projectId: string;
   roomId: string;
+  /** Set for a character's voice agent (authenticated with an agent token). */
+  agentOf?: string;
   send(event: RoomEvent | ConversationEvent): void;
 }
 
@@ -62,6 +77,13 @@ export function handleRoomClientMessage(gateway: RoomGateway, logger: Logger, cl
       },
       (err: unknown) => fail(err),
     );
+  } else if (message.kind === 'spoken') {
+    if (client.agentOf === undefined) {
+      fail(new TroupeError('invalid_request', "Only a character's voice agent reports spoken lines.", { param: 'type', detailCode: 'agents_only' }));
+      return;
+    }
+    // A report the room no longer waits for (late, or for a line it gave up on) changes nothing.
+    gateway.spoken(client.roomId, { ...message.report, characterId: client.agentOf }).catch((err: unknown) => logger.warn({ err, roomId: client.roomId }, 'spoken report not delivered'));
   } else {
     gateway.say(client.projectId, client.roomId, { content: message.content, speakerName: message.speakerName }).catch((err: unknown) => {
       if (!(err instanceof TroupeError) || err.status >= 500) logger.error({ err, roomId: client.roomId }, 'room message failed');

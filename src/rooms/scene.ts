@@ -9,7 +9,7 @@ import { newId } from '../ids.ts';
 import { runCharacterTurn, type TurnDeps } from '../inference/character-turn.ts';
 import type { Director, SceneLine, SceneMember } from './director.ts';
 import type { RoomEvent } from './events.ts';
-import type { SpokenLine } from './gateway.ts';
+import type { SpokenLine, SpokenReport } from './gateway.ts';
 import type { StoredParticipant, StoredRoom, TranscriptEntry } from './repository.ts';
 import type { RoomService } from './service.ts';
 import { heardSinceLastLine, speakerOf, witnessedHistory } from './witness.ts';
@@ -34,6 +34,17 @@ export interface SceneOutlet {
   awaitResult?: ClientChannel['awaitResult'];
   /** The room actor's fencing token: its transcript writes are refused once another actor took over. */
   epoch?: number;
+  /**
+   * When the character has a voice in the room: resolves once the line has played, with what
+   * was heard (null if the agent did not report in time). Null at once for a character without one.
+   */
+  awaitSpoken?: (characterId: string, replyId: string, text: string, signal: AbortSignal) => Promise<SpokenReport | null> | null;
+}
+
+/** How a character's turn went: whether it said anything, and whether a human cut it off. */
+interface Spoke {
+  said: boolean;
+  interrupted: boolean;
 }
 
 /**
@@ -92,7 +103,8 @@ export class RoomScene {
       outlet.publish({ type: 'speaker', characterId });
       try {
         const spoke = await this.#speak(projectId, room, entries, speaker.character, members, decision.direction, outlet, signal);
-        if (!spoke) return;
+        // A human who speaks over a character takes the floor: their line is heard next.
+        if (!spoke.said || spoke.interrupted) return;
       } finally {
         outlet.publish({ type: 'speaker', characterId: null });
       }
@@ -109,7 +121,7 @@ export class RoomScene {
     direction: string | null,
     outlet: SceneOutlet,
     signal: AbortSignal,
-  ): Promise<boolean> {
+  ): Promise<Spoke> {
     const replyId = newId('reply');
     const { publish } = outlet;
     try {
@@ -131,20 +143,33 @@ export class RoomScene {
         scene: { roomName: room.name, scenePrompt: room.scenePrompt, others: members.filter((m) => m.member.characterId !== character.id).map((m) => m.member.name), direction },
         onText: (delta) => publish({ type: 'chunk', characterId: character.id, content: delta, done: false, replyId }),
       });
-      const text = turn.text.trim();
+      let text = turn.text.trim();
+      // A voiced line is said once it has played: `done` ends the text, then the room waits for
+      // the audio and stores what was heard (cut short if a human spoke over it).
+      const playing = text ? outlet.awaitSpoken?.(character.id, replyId, text, signal) : null;
+      let interrupted = false;
+      if (playing) {
+        publish({ type: 'chunk', characterId: character.id, content: '', done: true, replyId });
+        const report = await playing;
+        if (report?.interrupted) {
+          interrupted = true;
+          text = report.text.trim();
+        }
+      }
       if (text) {
-        // Stored before `done`, so a client reacting to `done` finds the line in the transcript.
+        // Stored before `done` when there is no audio to wait for, so a client reacting to
+        // `done` finds the line in the transcript.
         const entry = await this.#deps.rooms.appendTranscript(projectId, room.id, { speakerType: 'agent', characterId: character.id, speakerName: character.name, content: text }, outlet.epoch);
         publish({ type: 'transcript', entry });
         if (seat) await this.#deps.conversations.recordScene(seat.conversationId, heardSinceLastLine(history), text);
       }
-      publish({ type: 'chunk', characterId: character.id, content: '', done: true, replyId });
-      return text !== '';
+      if (!playing) publish({ type: 'chunk', characterId: character.id, content: '', done: true, replyId });
+      return { said: text !== '', interrupted };
     } catch (err) {
       publish({ ...toErrorEvent(err, `${character.name} could not answer.`), replyId });
       if (err instanceof TroupeError && err.detailCode === 'actor_superseded') throw err;
       if (!(err instanceof TroupeError) || err.status >= 500) this.#deps.logger.error({ err, roomId: room.id, characterId: character.id }, 'room line failed');
-      return false;
+      return { said: false, interrupted: false };
     }
   }
 

@@ -75,6 +75,9 @@ export interface PlayedSegment {
   /** What played before the end or an interruption (a prefix of `captured`). */
   played: Int16Array;
   interrupted: boolean;
+  /** Date.now() when it started to play and when it stopped (two voices must not overlap). */
+  startedAt: number;
+  endedAt: number;
 }
 
 export interface MemoryAudioOutputOptions {
@@ -162,7 +165,7 @@ export class MemoryAudioOutput extends voice.AudioOutput {
     const sampleRate = segment.frames[0]?.sampleRate ?? this.sampleRate ?? 0;
     const captured = joinFrames(segment.frames);
     const played = captured.subarray(0, Math.min(captured.length, Math.round((playedMs * sampleRate) / 1000)));
-    this.segments.push({ sampleRate, captured, played, interrupted });
+    this.segments.push({ sampleRate, captured, played, interrupted, startedAt: segment.startsAt, endedAt: segment.startsAt + playedMs });
     this.onPlaybackFinished({ playbackPosition: playedMs / 1000, interrupted });
   }
 }

@@ -24,6 +24,8 @@ export class SpokenTranscript {
   /** Sentences the TTS started, at their offset into the segment's audio. */
   #marks: { text: string; atS: number }[] = [];
   #capturedS = 0;
+  /** What was heard of the last segment that finished. */
+  lastHeard = '';
 
   constructor(sink: voice.AudioOutput) {
     this.audio = new TranscribedAudioOutput(this, sink);
@@ -45,6 +47,7 @@ export class SpokenTranscript {
   /** @internal The segment is over: what of it was heard. */
   _endSegment(event: voice.PlaybackFinishedEvent): string {
     const spoken = event.interrupted ? spokenPrefix(this.#said, this.#marks, event.playbackPosition, this.#capturedS) : this.#said;
+    this.lastHeard = spoken;
     this.#said = '';
     this.#marks = [];
     this.#capturedS = 0;

@@ -9,6 +9,7 @@ export interface V1Fixture {
   upstream: FakeUpstream;
   api: ApiClient;
   key: string;
+  projectId: string;
   /** The official SDK pointed at Troupe's /v1 with the project's key; no retries of its own. */
   openai: OpenAI;
   close(): Promise<void>;
@@ -32,6 +33,7 @@ export async function startV1Fixture(backend: Backend, env: Record<string, strin
     upstream,
     api: project.client,
     key: project.key,
+    projectId: project.projectId,
     openai: new OpenAI({ baseURL: `${t.url}/v1`, apiKey: project.key, maxRetries: 0 }),
     async close() {
       await t.close();

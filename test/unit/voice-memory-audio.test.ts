@@ -5,7 +5,7 @@ import { voice } from '@livekit/agents';
 import { AudioFrame } from '@livekit/rtc-node';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { MemoryAudioInput, MemoryAudioOutput } from '../../src/voice/memory-audio.ts';
-import { initAgentsLogger } from '../../src/voice/voice-pipeline.ts';
+import { initAgentsLogger } from '../../src/voice/character-voice.ts';
 
 const RATE = 24_000;
 

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { TroupeError } from '../../errors.ts';
+import { TroupeError, notFound } from '../../errors.ts';
 import { RoomLineSchema } from '../../rooms/protocol.ts';
 import { IdParam } from '../common-schemas.ts';
 import { roomSocket } from '../room-socket.ts';
@@ -29,7 +29,7 @@ export const roomLiveRoutes = [
   defineRoute({
     method: 'GET',
     path: '/v1/rooms/:roomId/ws',
-    auth: 'key',
+    auth: 'key-or-agent',
     tags,
     summary: 'The room WebSocket (authenticate with ?token=<API key>)',
     params: RoomParams,
@@ -40,8 +40,10 @@ export const roomLiveRoutes = [
       throw new TroupeError('upgrade_required', 'This endpoint is a WebSocket: connect with ws:// and ?token=<API key>.', { headers: { upgrade: 'websocket' } });
     },
     websocket: async ({ params, principal, resources }) => {
+      // A voice agent's token opens its own room only: any other answers as not found.
+      if (principal.agent && principal.agent.roomId !== params.roomId) throw notFound('room', params.roomId);
       const room = await resources.rooms.get(principal.projectId, params.roomId);
-      return roomSocket(resources, principal.projectId, room.id);
+      return roomSocket(resources, principal.projectId, room.id, principal.agent?.characterId);
     },
   }),
 ];
