@@ -131,6 +131,10 @@ const ConfigSchema = z
     LIVEKIT_API_SECRET: z.string().min(1).optional(),
     /** Name the character agent worker registers with LiveKit; rooms dispatch it explicitly by this name. */
     LIVEKIT_AGENT_NAME: z.string().min(1).max(128).default('troupe-character'),
+    /** `auto`: `npm start` also runs the voice agent worker (`npm run agent`) when LiveKit is configured; `off`: run it yourself. */
+    ROOM_AGENTS: z.enum(['auto', 'off']).default('auto'),
+    /** Where voice agents reach Troupe's room WebSocket; default http://127.0.0.1:PORT (the worker `npm start` runs is told). */
+    AGENT_TROUPE_URL: z.url().optional(),
     /** How long a voice-room join token stays valid, in seconds. */
     ROOM_TOKEN_TTL_S: z.coerce.number().int().min(60).max(86_400).default(3_600),
     /** In a room, how many times characters may answer each other (after the one that answered a player) before the floor returns to the players (0: characters answer players only). */
@@ -235,6 +239,8 @@ export interface LiveKitConfig {
   apiSecret: string | undefined;
   agentName: string;
   tokenTtlS: number;
+  agents: 'auto' | 'off';
+  troupeUrl: string;
 }
 
 export interface EmbeddingsConfig {
@@ -366,6 +372,8 @@ export function loadConfig(env: EnvInput): Config {
       apiSecret: e.LIVEKIT_API_SECRET,
       agentName: e.LIVEKIT_AGENT_NAME,
       tokenTtlS: e.ROOM_TOKEN_TTL_S,
+      agents: e.ROOM_AGENTS,
+      troupeUrl: e.AGENT_TROUPE_URL ?? `http://127.0.0.1:${e.PORT}`,
     },
     roomMaxAgentTurns: e.ROOM_MAX_AGENT_TURNS,
     speech: {

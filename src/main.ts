@@ -2,6 +2,8 @@ import { ConfigError, loadConfig } from './config.ts';
 import { createLogger } from './observability/logger.ts';
 import { isPostgresWriteAfterClose } from './db/postgres-write-race.ts';
 import { startServer } from './server.ts';
+import { startAgentWorker, type AgentWorkerProcess } from './voice/worker-process.ts';
+import { voiceProblems } from './voice/readiness.ts';
 
 /** Past the grace period, how long shutdown may still take before the process exits anyway. */
 const SHUTDOWN_SLACK_MS = 3_000;
@@ -34,6 +36,14 @@ async function main(): Promise<void> {
   // Last, so anything waiting for this line also sees the banner above.
   logger.info({ engine: server.engine, port: server.port, database: server.resources.database.kind }, 'troupe listening');
 
+  // Voice rooms on one command: the agent worker runs beside the server (ROOM_AGENTS=auto).
+  let agents: AgentWorkerProcess | null = null;
+  if (config.livekit.agents === 'auto' && config.livekit.url) {
+    const problems = voiceProblems(config);
+    if (problems.length === 0) agents = startAgentWorker(process.env, server.url, logger);
+    else logger.warn({ problems }, `voice agents not started: ${problems.join('; ')}`);
+  }
+
   let signalled = false;
   const shutdown = (signal: string) => {
     if (signalled) return;
@@ -46,7 +56,7 @@ async function main(): Promise<void> {
       logger.flush();
       process.exit(1);
     }, config.shutdownGraceMs + SHUTDOWN_SLACK_MS).unref();
-    server.stop().then(
+    Promise.all([server.stop(), agents?.stop(config.shutdownGraceMs)]).then(
       () => {
         logger.flush();
         process.exitCode = 0;

@@ -186,6 +186,7 @@ export async function startServer(config: Config, logger: Logger): Promise<Runni
   const rooms: RoomService = new RoomService({ db: database.db, characters, conversations, hooks: allHooks(roomVoiceHooks(() => roomVoice), roomActorHooks(() => roomActors)) });
   const roomVoice = new RoomVoiceControl({
     rooms,
+    characters: (projectId, characterId) => characters.get(projectId, characterId),
     livekit: new LiveKitControlPlane({ config: config.livekit }),
     webhooks: new LiveKitWebhooks({ config: config.livekit }),
     logger,

@@ -36,8 +36,13 @@ export interface RoomVoiceHooks {
   onHuman?(roomId: string, event: HumanPresence): Promise<void>;
 }
 
+/** What the agent job needs of its character before it joins: the name it joins as and its voice. */
+export type CharacterVoiceLookup = (projectId: string, characterId: string) => Promise<{ name: string; voiceId: string | null; voiceDescription: string | null }>;
+
 export interface RoomVoiceControlOptions {
   rooms: RoomService;
+  /** The character's name and voice, for its agent's dispatch (absent: the agent joins by id, in TTS_VOICE). */
+  characters?: CharacterVoiceLookup;
   livekit: LiveKitControlPlane;
   webhooks: LiveKitWebhooks;
   logger: Logger;
@@ -51,6 +56,10 @@ export interface DispatchMetadata {
   participantId: string;
   characterId: string;
   conversationId: string;
+  /** As at dispatch (a voice changed later applies from the next start). */
+  characterName?: string;
+  voiceId?: string | null;
+  voiceDescription?: string | null;
 }
 
 /**
@@ -70,6 +79,7 @@ export class RoomVoiceControl {
   readonly #webhooks: LiveKitWebhooks;
   readonly #logger: Logger;
   readonly #hooks: RoomVoiceHooks;
+  readonly #characters: CharacterVoiceLookup | undefined;
   /** Per room id, the tail of the work queued on it. */
   readonly #queues = new Map<string, Promise<void>>();
 
@@ -79,6 +89,7 @@ export class RoomVoiceControl {
     this.#webhooks = options.webhooks;
     this.#logger = options.logger;
     this.#hooks = options.hooks ?? {};
+    this.#characters = options.characters;
   }
 
   /** A player's token to join the room's voice session; without an identity, a fresh `user-…` one. */
@@ -215,6 +226,8 @@ export class RoomVoiceControl {
       characterId: participant.characterId,
       conversationId: participant.conversationId,
     };
+    const character = await this.#characters?.(room.projectId, participant.characterId).catch(() => null);
+    if (character) Object.assign(metadata, { characterName: character.name, voiceId: character.voiceId, voiceDescription: character.voiceDescription });
     const dispatchId = await this.#livekit.dispatchAgent(room.id, metadata);
     try {
       await this.#rooms.setDispatchId(participant.id, dispatchId);

@@ -1,6 +1,6 @@
 import { ReadableStream } from 'node:stream/web';
 import { type VAD, VADEventType, initializeLogger, loggerOptions, voice } from '@livekit/agents';
-import type { AudioFrame } from '@livekit/rtc-node';
+import type { AudioFrame, Room } from '@livekit/rtc-node';
 import type { SpeechClient, SynthesisOptions } from './speech.ts';
 import { SpeechTTS } from './speech-plugins.ts';
 import { SpokenTranscript } from './spoken-transcript.ts';
@@ -15,7 +15,8 @@ import { SpokenTranscript } from './spoken-transcript.ts';
 
 export interface CharacterVoiceOptions {
   speech: SpeechClient;
-  output: voice.AudioOutput;
+  /** Where it speaks: a LiveKit room (its agent participant's audio track), or any audio output (memory). */
+  output: voice.AudioOutput | { room: Room };
   /** The character's voiceId and voiceDescription. */
   voice?: SynthesisOptions;
   /** Cuts the humans' audio into speech for interruptions; shared across voices (each human gets its own stream). */
@@ -59,16 +60,29 @@ export function createCharacterVoice(options: CharacterVoiceOptions): CharacterV
     turnHandling: { turnDetection: 'manual', preemptiveGeneration: { enabled: false } },
     userAwayTimeout: null,
   });
-  const transcript = new SpokenTranscript(options.output);
+  let transcript: SpokenTranscript | null = null;
   const minSpeechMs = options.minInterruptionMs ?? 500;
   let current: voice.SpeechHandle | null = null;
 
   return {
     session,
     async start() {
+      const agent = new voice.Agent({ instructions: '' });
+      const { output } = options;
+      if (output instanceof voice.AudioOutput) {
+        transcript = new SpokenTranscript(output);
+        session.output.audio = transcript.audio;
+        session.output.transcription = transcript.text;
+        await session.start({ agent });
+        return;
+      }
+      // In a room, agents-js publishes the audio track; the humans' audio is ours to read (hear()).
+      await session.start({ agent, room: output.room, inputOptions: { audioEnabled: false } });
+      const roomAudio = session.output.audio;
+      if (!roomAudio) throw new Error('the room gave the voice session no audio output');
+      transcript = new SpokenTranscript(roomAudio);
       session.output.audio = transcript.audio;
       session.output.transcription = transcript.text;
-      await session.start({ agent: new voice.Agent({ instructions: '' }) });
     },
     async speak(text) {
       const pieces: string[] = [];
@@ -81,7 +95,7 @@ export function createCharacterVoice(options: CharacterVoiceOptions): CharacterV
         if (current === handle) current = null;
       }
       // An interrupted line is what SpokenTranscript mapped the played audio onto.
-      return handle.interrupted ? { text: transcript.lastHeard, interrupted: true } : { text: pieces.join('').trim(), interrupted: false };
+      return handle.interrupted ? { text: transcript?.lastHeard ?? '', interrupted: true } : { text: pieces.join('').trim(), interrupted: false };
     },
     hear(frames) {
       const abort = new AbortController();

@@ -43,6 +43,14 @@ describe.each(BACKENDS)('voice agents on the room WebSocket on $kind', (backend)
   };
   const transcript = async (roomId: string) => ((await f.api.get(`/v1/rooms/${roomId}/transcript`).expect(200)) as Entry[]).map((e) => e.content);
 
+  it('tells /readyz what voice agents lack, without making the API unready', async () => {
+    const ready = await fetch(`${f.t.url}/readyz`);
+    expect(ready.status).toBe(200);
+    const body = (await ready.json()) as { voice: { ready: boolean; problems: string[] } };
+    expect(body.voice.ready).toBe(false);
+    expect(body.voice.problems).toEqual([expect.stringContaining('STT_MODEL is not set'), expect.stringContaining('TTS_MODEL is not set')]);
+  });
+
   it("opens its own room's WebSocket only, and nothing else", async () => {
     const roomId = await newRoom();
     const elsewhere = await newRoom();

@@ -15,7 +15,7 @@ let plane: LiveKitControlPlane;
 
 beforeAll(async () => {
   fake = await startFakeLiveKit();
-  config = { url: fake.url, apiKey: fake.apiKey, apiSecret: fake.apiSecret, agentName: 'troupe-character', tokenTtlS: 900 };
+  config = { url: fake.url, apiKey: fake.apiKey, apiSecret: fake.apiSecret, agentName: 'troupe-character', tokenTtlS: 900, agents: 'off', troupeUrl: 'http://127.0.0.1:8080' };
   plane = new LiveKitControlPlane({ config });
 });
 afterAll(() => fake.close());

@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { TroupeError } from '../../errors.ts';
+import { voiceProblems } from '../../voice/readiness.ts';
 import { defineRoute, type Route } from '../route.ts';
 
 const tags = ['Operations'];
@@ -22,7 +23,17 @@ export function metaRoutes(openapi: () => unknown): Route[] {
       auth: 'none',
       tags,
       summary: 'Readiness within 1 s: the database (and Redis, when configured) answer and the process is not shutting down',
-      response: { status: 200, schema: z.object({ status: z.literal('ready'), database: z.string(), redis: z.boolean() }), description: 'Ready' },
+      response: {
+        status: 200,
+        schema: z.object({
+          status: z.literal('ready'),
+          database: z.string(),
+          redis: z.boolean(),
+          // With LiveKit configured: whether voice agents can serve rooms, and what stops them (they do not make the API unready).
+          voice: z.object({ ready: z.boolean(), problems: z.array(z.string()) }).optional(),
+        }),
+        description: 'Ready',
+      },
       errors: [503],
       handler: async ({ resources }) => {
         if (resources.lifecycle.draining) throw new TroupeError('service_unavailable', 'The server is shutting down.', { detailCode: 'draining' });
@@ -37,7 +48,10 @@ export function metaRoutes(openapi: () => unknown): Route[] {
         if (!presence) {
           throw new TroupeError('redis_unavailable', `Redis (REDIS_URL) does not answer within ${READY_DEADLINE_MS} ms.`, { headers: { 'retry-after': '2' } });
         }
-        return { body: { status: 'ready', database: resources.database.kind, redis } };
+        const body = { status: 'ready', database: resources.database.kind, redis };
+        if (!resources.config.livekit.url) return { body };
+        const problems = voiceProblems(resources.config);
+        return { body: { ...body, voice: { ready: problems.length === 0, problems } } };
       },
     }),
     defineRoute({
