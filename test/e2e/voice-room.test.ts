@@ -12,7 +12,7 @@ import { signAgentToken } from '../../src/rooms/agent-token.ts';
 import { createCharacterVoice, initAgentsLogger, type CharacterVoice } from '../../src/voice/character-voice.ts';
 import { MemoryAudioInput, MemoryAudioOutput } from '../../src/voice/memory-audio.ts';
 import { RoomSocketLink } from '../../src/voice/room-socket-link.ts';
-import { RoomVoiceAgent } from '../../src/voice/room-voice-agent.ts';
+import { RoomVoiceAgent, type CapabilityEvent } from '../../src/voice/room-voice-agent.ts';
 import { SpeechClient, TTS_SAMPLE_RATE } from '../../src/voice/speech.ts';
 import { BACKENDS } from '../support/env.ts';
 import { missingSpeechTools, startSpeechServer, type SpeechServer } from '../support/speech-server.ts';
@@ -24,7 +24,7 @@ const skip = missing.length > 0 && !process.env.CI;
 if (skip) console.warn(`voice room tests skipped, missing: ${missing.join(', ')} (apt-get install flite pocketsphinx pocketsphinx-en-us)`);
 
 const LIVEKIT = { apiKey: 'APIvoicetest', apiSecret: 'voice-test-secret-0123456789abcdefghijklmnop' };
-const PHRASES = ['Mira, open the gate', 'Close the door'];
+const PHRASES = ['Mira, open the gate', 'Close the door', 'Nell, ring the bell'];
 const LONG_LINE = 'The gate is open. Walk through quickly, because the guards change at dusk and the river road floods after the rain.';
 
 type Entry = { speakerType: string; speakerName: string | null; characterId: string | null; content: string };
@@ -40,6 +40,8 @@ interface Seat {
   agent: RoomVoiceAgent;
   link: RoomSocketLink;
   mouth: MemoryAudioOutput;
+  /** Its capability calls, as the LiveKit data messages would carry them. */
+  calls: CapabilityEvent[];
 }
 
 describe.skipIf(skip).each(BACKENDS)('a voice room with two characters on $kind', (backend) => {
@@ -48,9 +50,10 @@ describe.skipIf(skip).each(BACKENDS)('a voice room with two characters on $kind'
   let speech: SpeechClient;
   let mira: { id: string };
   let rook: { id: string };
+  let bell: { id: string };
   let seats: Seat[] = [];
-  /** The player Ada's microphone: one stream per consumer (as LiveKit gives each its own AudioStream). */
-  let ada: MemoryAudioInput[] = [];
+  /** Each player's microphone: one stream per consumer (as LiveKit gives each its own AudioStream). */
+  let players = new Map<string, MemoryAudioInput[]>();
   let sockets: TestSocket[] = [];
   const vad = new inference.VAD();
 
@@ -70,6 +73,8 @@ describe.skipIf(skip).each(BACKENDS)('a voice room with two characters on $kind'
     });
     mira = await f.api.post('/characters', { name: 'Mira Vance', description: 'A smuggler.', voiceId: 'slt' }).expect(201);
     rook = await f.api.post('/characters', { name: 'Captain Rook', description: 'A harbour master.', voiceId: 'rms' }).expect(201);
+    const ring = await f.api.post('/capabilities', { name: 'ring_bell', type: 'client_function_fire', parameters: [] }).expect(201);
+    bell = await f.api.post('/characters', { name: 'Nell', description: 'Rings the harbour bell.', capabilityGroupIds: [ring.id] }).expect(201);
   });
   afterEach(async () => {
     for (const seat of seats) {
@@ -77,11 +82,11 @@ describe.skipIf(skip).each(BACKENDS)('a voice room with two characters on $kind'
       await seat.agent.close();
       await seat.voice.close();
     }
-    for (const input of ada) await input.close();
+    for (const inputs of players.values()) for (const input of inputs) await input.close();
     for (const s of sockets) await s.close();
     seats = [];
     sockets = [];
-    ada = [];
+    players = new Map();
     f.upstream.clearScripts();
   });
   afterAll(async () => {
@@ -96,23 +101,22 @@ describe.skipIf(skip).each(BACKENDS)('a voice room with two characters on $kind'
     return new Int16Array(pcm.buffer, pcm.byteOffset, pcm.length / 2).slice();
   }
 
-  /** A room with both characters, one voice agent each; Mira's holds the listening path for the player Ada. */
-  async function voiceRoom(): Promise<{ roomId: string; watch: TestSocket }> {
+  /** A room with these characters, one voice agent each; the first one's holds the listening path for the players. */
+  async function voiceRoom(cast = [mira, rook], names = ['Ada']): Promise<{ roomId: string; watch: TestSocket }> {
     const room = await f.api.post('/v1/rooms', { name: 'The Gate' }).expect(201);
     const roomId = room.id as string;
-    for (const c of [mira, rook]) await f.api.post(`/v1/rooms/${roomId}/participants`, { characterId: c.id }).expect(201);
+    for (const c of cast) await f.api.post(`/v1/rooms/${roomId}/participants`, { characterId: c.id }).expect(201);
     const watch = await openSocket(`${f.t.url.replace('http', 'ws')}/v1/rooms/${roomId}/ws?token=${f.key}`);
     sockets.push(watch);
     await watch.next('ready');
-    const microphone = () => {
+    const microphone = (name: string) => () => {
       const input = new MemoryAudioInput();
-      ada.push(input);
+      players.set(name, [...(players.get(name) ?? []), input]);
       return input.stream;
     };
-    for (const character of [mira, rook]) {
+    for (const character of cast) {
       const mouth = new MemoryAudioOutput();
-      // Memory has no echo to cancel: a character can be interrupted from its first word.
-      const spoken = createCharacterVoice({ speech, output: mouth, vad, voice: { voice: character === mira ? 'slt' : 'rms' } });
+      const spoken = createCharacterVoice({ speech, output: mouth, vad, voice: { voice: character === rook ? 'rms' : 'slt' } });
       await spoken.start();
       let agent: RoomVoiceAgent | null = null;
       const link = new RoomSocketLink({
@@ -122,21 +126,26 @@ describe.skipIf(skip).each(BACKENDS)('a voice room with two characters on $kind'
         onEvent: (event) => agent?.handle(event),
         logger: pino({ level: 'silent' }),
       });
-      agent = new RoomVoiceAgent({ characterId: character.id, voice: spoken, link, speech, vad, logger: pino({ level: 'silent' }) });
+      const calls: CapabilityEvent[] = [];
+      agent = new RoomVoiceAgent({ characterId: character.id, voice: spoken, link, speech, vad, logger: pino({ level: 'silent' }), onCapability: (event) => calls.push(event) });
       await link.connect();
-      agent.addHuman('ada', 'Ada', microphone);
-      seats.push({ voice: spoken, agent, link, mouth });
+      for (const name of names) agent.addHuman(name.toLowerCase(), name, microphone(name));
+      seats.push({ voice: spoken, agent, link, mouth, calls });
     }
     seats[0]!.agent.setListening(true);
     return { roomId, watch };
   }
 
-  /** Ada speaks: the listening path and every character's voice hear her. */
-  async function adaSays(pcm: Int16Array): Promise<void> {
-    await Promise.all(ada.map((input) => input.pushPcm(pcm, TTS_SAMPLE_RATE)));
-    await adaIsSilent(800);
+  /** A player speaks: the listening path and every character's voice hear them; the others are silent meanwhile. */
+  async function playerSays(name: string, pcm: Int16Array): Promise<void> {
+    const others = [...players].filter(([n]) => n !== name).flatMap(([, inputs]) => inputs);
+    const ms = (pcm.length / TTS_SAMPLE_RATE) * 1000;
+    await Promise.all([...(players.get(name) ?? []).map((input) => input.pushPcm(pcm, TTS_SAMPLE_RATE)), ...others.map((input) => input.pushSilence(ms, TTS_SAMPLE_RATE))]);
+    await allSilent(800);
   }
-  const adaIsSilent = (ms: number) => Promise.all(ada.map((input) => input.pushSilence(ms, TTS_SAMPLE_RATE)));
+  const adaSays = (pcm: Int16Array) => playerSays('Ada', pcm);
+  const allSilent = (ms: number) => Promise.all([...players.values()].flat().map((input) => input.pushSilence(ms, TTS_SAMPLE_RATE)));
+  const adaIsSilent = allSilent;
 
   const transcript = async (roomId: string) => (await f.api.get(`/v1/rooms/${roomId}/transcript`).expect(200)) as Entry[];
   const lines = (entries: Entry[]) => entries.map((e) => `${e.speakerName ?? 'Player'}: ${e.content}`);
@@ -204,5 +213,21 @@ describe.skipIf(skip).each(BACKENDS)('a voice room with two characters on $kind'
     const long = seats[0]!.mouth.segments[0]!;
     expect(long.interrupted).toBe(true);
     expect(long.played.length).toBeLessThan(long.captured.length);
+  });
+
+  it("hears each player on their own path with their name, and a voice turn's capability call reaches the room's clients", async () => {
+    const { roomId, watch } = await voiceRoom([bell, rook], ['Ada', 'Ben']);
+    f.upstream.script({ text: 'Dong!', toolCalls: [{ name: 'ring_bell', arguments: '{}' }] }, { text: ' There.' });
+    await playerSays('Ben', await synthesize('Nell, ring the bell'));
+    expect((await watch.next('transcript')).entry).toMatchObject({ speakerType: 'user', speakerName: 'Ben', content: 'Nell, ring the bell' });
+    expect(await watch.next('capability')).toMatchObject({ characterId: bell.id, name: 'ring_bell', params: {} });
+    const said = (await watch.next('transcript')).entry as Entry;
+    expect(said).toMatchObject({ speakerType: 'agent', characterId: bell.id });
+    expect(said.content).toContain('Dong!');
+    expect(seats[0]!.calls).toEqual([expect.objectContaining({ type: 'capability', characterId: bell.id, name: 'ring_bell' })]);
+    expect(seats[1]!.calls).toEqual([]);
+    expect(rms(seats[0]!.mouth.playedAudio())).toBeGreaterThan(500);
+    expect(seats[1]!.mouth.segments).toEqual([]);
+    expect((await transcript(roomId)).map((e) => e.speakerName)).toEqual(['Ben', 'Nell']);
   });
 });
