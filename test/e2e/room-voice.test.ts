@@ -18,7 +18,7 @@ describe.each(BACKENDS)('room voice control on $kind', (backend) => {
   let api: ApiClient;
   let other: ApiClient;
   let projectId: string;
-  const cast: Record<'mira' | 'rook' | 'nell', { id: string }> = { mira: { id: '' }, rook: { id: '' }, nell: { id: '' } };
+  const cast: Record<'mira' | 'rook' | 'nell', { id: string; name: string }> = { mira: { id: '', name: '' }, rook: { id: '', name: '' }, nell: { id: '', name: '' } };
 
   beforeAll(async () => {
     fake = await startFakeLiveKit();
@@ -121,7 +121,18 @@ describe.each(BACKENDS)('room voice control on $kind', (backend) => {
     for (const p of active) {
       const dispatch = dispatches.find((d) => d.id === p.dispatchId);
       expect(dispatch?.agentName).toBe(AGENT_NAME);
-      expect(JSON.parse(dispatch?.metadata ?? '')).toEqual({ projectId, roomId: room.id, participantId: p.id, characterId: p.characterId, conversationId: p.conversationId });
+      const character = Object.values(cast).find((c) => c.id === p.characterId);
+      expect(JSON.parse(dispatch?.metadata ?? '')).toEqual({
+        projectId,
+        roomId: room.id,
+        participantId: p.id,
+        characterId: p.characterId,
+        conversationId: p.conversationId,
+        // What the agent joins as and speaks with.
+        characterName: character?.name,
+        voiceId: null,
+        voiceDescription: null,
+      });
     }
     expect(after.participants.find((p) => p.characterId === cast.nell.id)?.dispatchId).toBeNull();
     // Again: nobody is dispatched twice.

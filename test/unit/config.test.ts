@@ -64,8 +64,19 @@ describe('loadConfig', () => {
       LIVEKIT_AGENT_NAME: 'my-agent',
       ROOM_TOKEN_TTL_S: '600',
       ROOM_MAX_AGENT_TURNS: '0',
+      PORT: '9090',
     });
-    expect(config.livekit).toEqual({ url: 'wss://livekit.example.com', apiKey: 'APIkey', apiSecret: 'secret', agentName: 'my-agent', tokenTtlS: 600 });
+    expect(config.livekit).toEqual({
+      url: 'wss://livekit.example.com',
+      apiKey: 'APIkey',
+      apiSecret: 'secret',
+      agentName: 'my-agent',
+      tokenTtlS: 600,
+      agents: 'auto',
+      troupeUrl: 'http://127.0.0.1:9090',
+    });
+    expect(loadConfig({ ROOM_AGENTS: 'off', AGENT_TROUPE_URL: 'https://troupe.internal:8443' }).livekit).toMatchObject({ agents: 'off', troupeUrl: 'https://troupe.internal:8443' });
+    expect(() => loadConfig({ ROOM_AGENTS: 'sometimes' })).toThrow(/ROOM_AGENTS/);
     expect(config.roomMaxAgentTurns).toBe(0);
     expect(loadConfig({ LIVEKIT_URL: 'ws://127.0.0.1:7880', LIVEKIT_API_KEY: 'k', LIVEKIT_API_SECRET: 's' }).livekit.url).toBe('ws://127.0.0.1:7880');
   });
