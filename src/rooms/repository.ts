@@ -1,4 +1,4 @@
-import { and, asc, eq, gt, inArray, isNull, sql } from 'drizzle-orm';
+import { and, asc, eq, gt, inArray, isNull, notExists, sql } from 'drizzle-orm';
 import type { Db, Executor } from '../db/database.ts';
 import { roomParticipants, rooms, roomTranscriptEntries, type RoomMode, type SpeakerType } from '../db/schema.ts';
 import { TroupeError } from '../errors.ts';
@@ -193,44 +193,55 @@ export async function endRoom(db: Db, roomId: string): Promise<StoredParticipant
 }
 
 /**
- * Appends an entry at the room's next seq. The room row is locked first, so appends from any
- * number of processes are numbered without gaps or duplicates, and a client key already
- * stored returns that entry (`inserted: false`) without using up a seq.
+ * Appends an entry at the room's next seq: one UPDATE bumps the room's last seq (locking the
+ * row, so appends from any number of processes are numbered in order) only if the room is the
+ * project's, open, still this actor's, and the client key is new; then one INSERT. Only when
+ * the UPDATE finds nothing does a second look say why: a client key already stored returns
+ * that entry (`inserted: false`), a missing or ended room is refused, a superseded actor throws.
  */
 export async function appendTranscriptEntry(
   db: Db,
+  projectId: string,
   roomId: string,
   entry: NewTranscriptEntry,
   /** The writing actor's fencing token (see `claimRoom`); refused once another actor claimed the room. */
   epoch?: number,
 ): Promise<{ entry: StoredTranscriptEntry; inserted: boolean } | RoomRefusal> {
   return db.transaction(async (tx) => {
-    const [room] = await tx.select({ endedAt: rooms.endedAt, epoch: rooms.ownerEpoch }).from(rooms).where(eq(rooms.id, roomId)).for('update');
+    const byKey = (key: string) => and(eq(roomTranscriptEntries.roomId, roomId), eq(roomTranscriptEntries.clientKey, key));
+    const open = [eq(rooms.id, roomId), eq(rooms.projectId, projectId), isNull(rooms.endedAt)];
+    if (epoch !== undefined) open.push(eq(rooms.ownerEpoch, epoch));
+    if (entry.clientKey !== undefined) open.push(notExists(tx.select({ one: sql`1` }).from(roomTranscriptEntries).where(byKey(entry.clientKey))));
+    const [next] = await tx
+      .update(rooms)
+      .set({ lastSeq: sql`${rooms.lastSeq} + 1` })
+      .where(and(...open))
+      .returning({ seq: rooms.lastSeq });
+    if (next) {
+      const [row] = await tx
+        .insert(roomTranscriptEntries)
+        .values({ id: newId('transcriptEntry'), roomId, seq: next.seq, ...entry, clientKey: entry.clientKey ?? null })
+        // The same key appended at the same moment by another caller (a seq is skipped then).
+        .onConflictDoNothing({ target: [roomTranscriptEntries.roomId, roomTranscriptEntries.clientKey] })
+        .returning();
+      if (row) return { entry: toEntry(row), inserted: true };
+    }
+    const [room] = await tx
+      .select({ endedAt: rooms.endedAt, epoch: rooms.ownerEpoch })
+      .from(rooms)
+      .where(and(eq(rooms.id, roomId), eq(rooms.projectId, projectId)))
+      .for('update');
     if (!room) return 'room_missing';
     if (epoch !== undefined && room.epoch !== epoch) {
       throw new TroupeError('conflict', 'Another process took this room over; the line goes to it instead.', { detailCode: 'actor_superseded' });
     }
     if (entry.clientKey !== undefined) {
       // Before the ended check: a retry of an entry stored just before the room ended still succeeds.
-      const [existing] = await tx
-        .select()
-        .from(roomTranscriptEntries)
-        .where(and(eq(roomTranscriptEntries.roomId, roomId), eq(roomTranscriptEntries.clientKey, entry.clientKey)));
+      const [existing] = await tx.select().from(roomTranscriptEntries).where(byKey(entry.clientKey));
       if (existing) return { entry: toEntry(existing), inserted: false };
     }
     if (room.endedAt) return 'room_ended';
-    const [next] = await tx
-      .update(rooms)
-      .set({ lastSeq: sql`${rooms.lastSeq} + 1` })
-      .where(eq(rooms.id, roomId))
-      .returning({ seq: rooms.lastSeq });
-    if (!next) throw new Error(`room ${roomId} vanished under its own lock`);
-    const [row] = await tx
-      .insert(roomTranscriptEntries)
-      .values({ id: newId('transcriptEntry'), roomId, seq: next.seq, ...entry, clientKey: entry.clientKey ?? null })
-      .returning();
-    if (!row) throw new Error('insert returned no row');
-    return { entry: toEntry(row), inserted: true };
+    throw new Error(`room ${roomId} took no entry and gave no reason`);
   });
 }
 

@@ -79,9 +79,8 @@ export class RoomScene {
    */
   async play(projectId: string, roomId: string, outlet: SceneOutlet, opening: boolean, signal: AbortSignal): Promise<void> {
     for (let first = true; ; first = false) {
-      const room = await this.#deps.rooms.find(projectId, roomId);
+      const [room, entries] = await Promise.all([this.#deps.rooms.find(projectId, roomId), this.#deps.rooms.entries(roomId)]);
       if (room.endedAt) return;
-      const entries = await this.#deps.rooms.transcript(projectId, roomId);
       // An opening is for a scene where nothing was said yet (a start repeated later is not one).
       if (opening && first && entries.length > 0) return;
       const members = await this.#members(projectId, room);

@@ -165,6 +165,11 @@ export class RoomService {
   /** Everything said in the room, in the order it was said. */
   async transcript(projectId: string, roomId: string): Promise<TranscriptEntry[]> {
     await this.find(projectId, roomId);
+    return this.entries(roomId);
+  }
+
+  /** The transcript of a room the caller has already found (the room actor, on its hot path). */
+  async entries(roomId: string): Promise<TranscriptEntry[]> {
     return (await listTranscript(this.#deps.db, roomId)).map(publicTranscriptEntry);
   }
 
@@ -179,7 +184,6 @@ export class RoomService {
     /** The room actor's fencing token (see `claim`). */
     epoch?: number,
   ): Promise<TranscriptEntry> {
-    await this.find(projectId, roomId);
     if ((entry.speakerType === 'agent') !== (entry.characterId !== null)) {
       throw new TroupeError('invalid_request', 'An agent entry names its character; a user entry names none.', { param: 'characterId' });
     }
@@ -189,7 +193,8 @@ export class RoomService {
       const character = await this.#deps.characters.get(projectId, entry.characterId);
       speakerName ??= character.name;
     }
-    const appended = await appendTranscriptEntry(this.#deps.db, roomId, { ...entry, speakerName }, epoch);
+    // The room's project is checked by the append itself (another project's room is not found).
+    const appended = await appendTranscriptEntry(this.#deps.db, projectId, roomId, { ...entry, speakerName }, epoch);
     if (typeof appended === 'string') throw await this.#refusal(projectId, roomId, appended, 'takes no more transcript entries');
     return publicTranscriptEntry(appended.entry);
   }
