@@ -76,6 +76,9 @@ export interface RecordedRequest {
   /** The parsed JSON body; undefined when the body was empty, not JSON, or not read yet. */
   body: unknown;
   rawBody: string;
+  /** When its first byte arrived and when the reply's last chunk was written (ms on performance.timeOrigin's clock). */
+  receivedAt: number;
+  lastChunkAt: number | null;
   /** True once the client has gone away before the reply finished. */
   aborted: boolean;
   outcome: RequestOutcome;
@@ -192,6 +195,8 @@ export async function startFakeUpstream(options: FakeUpstreamOptions = {}): Prom
       headers: req.headers,
       body: undefined,
       rawBody: '',
+      receivedAt: performance.timeOrigin + performance.now(),
+      lastChunkAt: null,
       aborted: false,
       outcome: 'pending',
       settled: new Promise((resolve) => (settle = resolve)),
@@ -263,6 +268,7 @@ export async function startFakeUpstream(options: FakeUpstreamOptions = {}): Prom
     }
     if (script.failAfterChunks !== undefined && script.failAfterChunks >= chunks.length) return rec.breakOff();
     if (script.stallAfterChunks !== undefined && script.stallAfterChunks >= chunks.length) return void (await waitForClose(res));
+    rec.lastChunkAt = performance.timeOrigin + performance.now();
     if (!(await write(res, 'data: [DONE]\n\n'))) return;
     res.end();
   }

@@ -1,0 +1,194 @@
+/**
+ * Troupe's own share of a voice turn, with real audio (issue 11's budget: p95 <= 30 ms each).
+ *   npm run bench:voice [-- --turns 40 --llm-chunk-ms 20]
+ * One character in a room, its voice agent and the room's listening path in this process, the
+ * real Troupe server (PGlite) and room WebSocket, the local speech server (flite, pocketsphinx)
+ * and a fake LLM streaming the answer word by word, `--llm-chunk-ms` apart. Per turn a player's
+ * line is played into the listening path as real speech, and these are timed on one clock:
+ *   a. end of the player's speech detected -> LLM request sent: the VAD's end of speech starts
+ *      the transcription at once (same tick), so this is transcription done -> the LLM request
+ *      arriving at the fake LLM (the room WebSocket, the room actor, the director, the prompt);
+ *   b. the LLM token that completes the first sentence -> TTS request sent (the chunk's way
+ *      through the actor, the room WebSocket, the agent and agents-js's sentence splitting);
+ *      the answer is one sentence, so that token is the last;
+ *   c. first TTS bytes received -> first audio frame out (agents-js's TTS stream, framing and
+ *      the audio output).
+ * Excluded: the speech server's and the LLM's own time. Needs flite and pocketsphinx. Writes
+ * loadtest/results/voice-latency-<stamp>.json and prints a Markdown table.
+ */
+import { mkdir, writeFile } from 'node:fs/promises';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { parseArgs } from 'node:util';
+import { inference, voice } from '@livekit/agents';
+import pino from 'pino';
+import { loadConfig } from '../src/config.ts';
+import { signAgentToken } from '../src/rooms/agent-token.ts';
+import { createCharacterVoice, initAgentsLogger } from '../src/voice/character-voice.ts';
+import { MemoryAudioInput, MemoryAudioOutput } from '../src/voice/memory-audio.ts';
+import { RoomSocketLink } from '../src/voice/room-socket-link.ts';
+import { RoomVoiceAgent } from '../src/voice/room-voice-agent.ts';
+import { SpeechClient, TTS_SAMPLE_RATE, type SynthesisOptions } from '../src/voice/speech.ts';
+import { missingSpeechTools, startSpeechServer } from '../test/support/speech-server.ts';
+import { startV1Fixture } from '../test/support/v1.ts';
+import { gitState, machine, startRun } from './support/run.ts';
+import { roundSummary, summarize } from './support/stats.ts';
+
+const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..');
+const LIVEKIT = { apiKey: 'APIbench', apiSecret: 'bench-secret-0123456789abcdefghijklmnopqrstu' };
+const LINE = 'Mira, open the gate';
+const ANSWER = 'The harbour gate is open for you tonight.';
+const BUDGET_MS = 30;
+const now = () => performance.timeOrigin + performance.now();
+const log = (line: string) => process.stderr.write(`[voice-latency] ${line}\n`);
+
+const { values: args } = parseArgs({ options: { turns: { type: 'string', default: '40' }, 'llm-chunk-ms': { type: 'string', default: '20' } } });
+const turns = Number(args.turns);
+const chunkMs = Number(args['llm-chunk-ms']);
+if (!Number.isInteger(turns) || turns < 1 || !Number.isInteger(chunkMs) || chunkMs < 0) throw new Error('--turns >= 1 and --llm-chunk-ms >= 0, integers');
+const missing = missingSpeechTools();
+if (missing.length > 0) throw new Error(`needs ${missing.join(', ')} (apt-get install flite pocketsphinx pocketsphinx-en-us)`);
+
+/** The agent's speech client, timing its calls (the HTTP calls themselves are the speech server's share). */
+class TimedSpeech extends SpeechClient {
+  transcribed: { start: number; end: number }[] = [];
+  synthesized: { start: number; firstBytes: number | null }[] = [];
+
+  override async transcribe(pcm: Int16Array | Buffer, sampleRate: number, signal: AbortSignal): Promise<string> {
+    const start = now();
+    const text = await super.transcribe(pcm, sampleRate, signal);
+    this.transcribed.push({ start, end: now() });
+    return text;
+  }
+
+  override async *synthesize(text: string, options: SynthesisOptions, signal: AbortSignal): AsyncGenerator<Buffer> {
+    const mark: { start: number; firstBytes: number | null } = { start: now(), firstBytes: null };
+    this.synthesized.push(mark);
+    for await (const chunk of super.synthesize(text, options, signal)) {
+      mark.firstBytes ??= now();
+      yield chunk;
+    }
+  }
+}
+
+async function main(): Promise<void> {
+  const run = startRun('bench:voice', 20 * 60_000);
+  initAgentsLogger('silent');
+  const speechServer = await startSpeechServer();
+  speechServer.expectPhrases([LINE]);
+  const f = await startV1Fixture({ kind: 'pglite', vectors: true }, { LIVEKIT_URL: 'ws://127.0.0.1:9', LIVEKIT_API_KEY: LIVEKIT.apiKey, LIVEKIT_API_SECRET: LIVEKIT.apiSecret, ROOM_MAX_AGENT_TURNS: '0', LOG_LEVEL: 'warn' });
+  const quiet = pino({ level: 'silent' });
+  const speech = new TimedSpeech({ config: loadConfig({ INFERENCE_MAX_RETRIES: '0', STT_BASE_URL: speechServer.baseUrl, TTS_BASE_URL: speechServer.baseUrl, STT_MODEL: 'whisper-1', TTS_MODEL: 'tts-1' }).speech, logger: quiet });
+  const vad = new inference.VAD();
+  const mira = await f.api.post('/characters', { name: 'Mira Vance', description: 'A smuggler.' }).expect(201);
+  const room = await f.api.post('/v1/rooms', { name: 'The Gate' }).expect(201);
+  await f.api.post(`/v1/rooms/${room.id as string}/participants`, { characterId: mira.id }).expect(201);
+
+  const mouth = new MemoryAudioOutput();
+  const firstFrames: number[] = [];
+  mouth.on(voice.AudioOutput.EVENT_PLAYBACK_STARTED, () => firstFrames.push(now()));
+  const characterVoice = createCharacterVoice({ speech, output: mouth, vad });
+  await characterVoice.start();
+  const microphones: MemoryAudioInput[] = [];
+  let agent: RoomVoiceAgent | null = null;
+  let linesDone: (() => void) | null = null;
+  const link = new RoomSocketLink({
+    baseUrl: f.t.url,
+    roomId: room.id as string,
+    token: () => signAgentToken(LIVEKIT, { projectId: f.projectId, roomId: room.id as string, characterId: mira.id as string }, 3600),
+    onEvent: (event) => {
+      agent?.handle(event);
+      if (event.type === 'transcript' && event.entry.speakerType === 'agent') linesDone?.();
+    },
+    logger: quiet,
+  });
+  agent = new RoomVoiceAgent({ characterId: mira.id as string, voice: characterVoice, link, speech, vad, logger: quiet });
+  await link.connect();
+  agent.addHuman('ada', 'Ada', () => {
+    const input = new MemoryAudioInput();
+    microphones.push(input);
+    return input.stream;
+  });
+  agent.setListening(true);
+
+  const chunks: Buffer[] = [];
+  for await (const chunk of speech.synthesize(LINE, {}, new AbortController().signal)) chunks.push(chunk);
+  speech.synthesized.length = 0;
+  const pcm = Buffer.concat(chunks);
+  const utterance = new Int16Array(pcm.buffer, pcm.byteOffset, pcm.length / 2).slice();
+
+  const samples = { a: [] as number[], b: [] as number[], c: [] as number[], total: [] as number[] };
+  for (let turn = 0; turn < turns; turn++) {
+    f.upstream.script({ text: ANSWER, chunkDelayMs: chunkMs });
+    const chatsBefore = f.upstream.requests.filter((r) => r.path === '/v1/chat/completions').length;
+    const done = new Promise<void>((resolve) => (linesDone = resolve));
+    // The listening path and the character's voice each read their own stream of the microphone.
+    await Promise.all(microphones.map((mic) => mic.pushPcm(utterance, TTS_SAMPLE_RATE)));
+    await Promise.all(microphones.map((mic) => mic.pushSilence(800, TTS_SAMPLE_RATE)));
+    await done;
+    const stt = speech.transcribed.at(-1)!;
+    const chat = f.upstream.requests.filter((r) => r.path === '/v1/chat/completions')[chatsBefore]!;
+    const tts = speech.synthesized.at(-1)!;
+    const frame = firstFrames.at(-1)!;
+    samples.a.push(chat.receivedAt - stt.end);
+    samples.b.push(tts.start - (chat.lastChunkAt ?? Number.NaN));
+    samples.c.push(frame - (tts.firstBytes ?? Number.NaN));
+    samples.total.push(frame - stt.start);
+    log(`turn ${turn + 1}/${turns}: a ${samples.a.at(-1)!.toFixed(1)} ms, b ${samples.b.at(-1)!.toFixed(1)} ms, c ${samples.c.at(-1)!.toFixed(1)} ms`);
+  }
+
+  const result = {
+    benchmark: 'voice-latency',
+    at: new Date().toISOString(),
+    troupe: await gitState(ROOT),
+    machine: machine(),
+    settings: { turns, llmChunkMs: chunkMs, line: LINE, answer: ANSWER, budgetMs: BUDGET_MS },
+    segments: {
+      endOfSpeechToLlmRequest: roundSummary(summarize(samples.a)),
+      sentenceToTtsRequest: roundSummary(summarize(samples.b)),
+      ttsBytesToFirstFrame: roundSummary(summarize(samples.c)),
+      endOfSpeechToFirstFrame: roundSummary(summarize(samples.total)),
+    },
+  };
+  await mkdir(join(ROOT, 'loadtest', 'results'), { recursive: true });
+  const file = join(ROOT, 'loadtest', 'results', `voice-latency-${run.stamp}.json`);
+  await writeFile(file, `${JSON.stringify(result, null, 2)}\n`);
+  const p95 = (values: number[]) => {
+    const sorted = [...values].sort((x, y) => x - y);
+    return sorted[Math.max(0, Math.ceil(0.95 * sorted.length) - 1)] ?? Number.NaN;
+  };
+  const row = (name: string, values: number[], budgeted: boolean) => {
+    const s = summarize(values);
+    return `| ${name} | ${s.p50.toFixed(1)} | ${p95(values).toFixed(1)} | ${s.max.toFixed(1)} | ${budgeted ? (p95(values) <= BUDGET_MS ? 'within' : '**over**') : ''} |`;
+  };
+  process.stdout.write(
+    [
+      `Troupe's share of a voice turn, ${turns} turns, ms (budget: p95 <= ${BUDGET_MS} ms each):`,
+      '',
+      '| segment | p50 | p95 | max | budget |',
+      '| --- | ---: | ---: | ---: | --- |',
+      row('a. end of speech -> LLM request', samples.a, true),
+      row('b. first sentence complete -> TTS request', samples.b, true),
+      row('c. first TTS bytes -> first audio frame', samples.c, true),
+      row('end of speech -> first audio frame (all of it, speech server and fake LLM included)', samples.total, false),
+      '',
+      `wrote ${file}`,
+      '',
+    ].join('\n'),
+  );
+  link.close();
+  await agent.close();
+  await characterVoice.close();
+  for (const m of microphones) await m.close();
+  await f.close();
+  await speechServer.close();
+  run.disarm();
+}
+
+main().then(
+  () => process.exit(0),
+  (err: unknown) => {
+    process.stderr.write(`${String((err as Error)?.stack ?? err)}\n`);
+    process.exit(1);
+  },
+);
