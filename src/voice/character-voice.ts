@@ -76,8 +76,10 @@ export function createCharacterVoice(options: CharacterVoiceOptions): CharacterV
         await session.start({ agent });
         return;
       }
-      // In a room, agents-js publishes the audio track; the humans' audio is ours to read (hear()).
-      await session.start({ agent, room: output.room, inputOptions: { audioEnabled: false } });
+      // In a room, agents-js publishes the audio track. It takes no input: the humans' audio is
+      // ours to read (hear()), their typed lines go to the room's director, not to this session,
+      // and one player leaving must not close a character's voice.
+      await session.start({ agent, room: output.room, inputOptions: { audioEnabled: false, textEnabled: false, closeOnDisconnect: false } });
       const roomAudio = session.output.audio;
       if (!roomAudio) throw new Error('the room gave the voice session no audio output');
       transcript = new SpokenTranscript(roomAudio);
