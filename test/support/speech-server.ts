@@ -14,7 +14,7 @@ import { delimiter, join } from 'node:path';
 import { promisify } from 'node:util';
 import busboy from 'busboy';
 import { decodeWav, encodeWav } from '../../src/voice/wav.ts';
-import { readBody, sendError, sendJson } from './openai/http.ts';
+import { readBody, sendError, sendJson, write } from './openai/http.ts';
 import { isRecord } from './openai/wire.ts';
 
 const run = promisify(execFile);
@@ -134,7 +134,7 @@ export async function startSpeechServer(): Promise<SpeechServer> {
     stallAfter = null;
     for (let at = 0, sent = 0; at < audio.length; at += CHUNK_BYTES, sent++) {
       if (sent === stall) return; // held open until the client leaves; closeAllConnections ends it at close()
-      if (!(await writeChunk(res, audio.subarray(at, at + CHUNK_BYTES)))) return;
+      if (!(await write(res, audio.subarray(at, at + CHUNK_BYTES)))) return;
     }
     completed = true;
     res.end();
@@ -309,23 +309,6 @@ async function readForm(req: IncomingMessage): Promise<{ file: Buffer | null; fi
   });
   if (tooLarge) throw new BadRequest(`The file is larger than ${MAX_FILE_BYTES} bytes.`, 'file', null, 413);
   return { file, fields };
-}
-
-/** Writes with backpressure; false once the client is gone. */
-async function writeChunk(res: ServerResponse, chunk: Buffer): Promise<boolean> {
-  if (res.destroyed) return false;
-  if (!res.write(chunk)) {
-    await new Promise<void>((resolve) => {
-      const done = () => {
-        res.off('drain', done);
-        res.off('close', done);
-        resolve();
-      };
-      res.on('drain', done);
-      res.on('close', done);
-    });
-  }
-  return !res.destroyed;
 }
 
 function executable(path: string): boolean {

@@ -46,7 +46,7 @@ export function sendError(res: ServerResponse, spec: ErrorSpec): void {
 }
 
 /** Writes with backpressure; false once the client is gone. */
-export async function write(res: ServerResponse, text: string): Promise<boolean> {
+export async function write(res: ServerResponse, text: string | Uint8Array): Promise<boolean> {
   if (res.destroyed) return false;
   if (!res.write(text)) {
     await new Promise<void>((resolve) => {
