@@ -28,6 +28,8 @@ const ConfigSchema = z
     DATABASE_POOL_SIZE: z.coerce.number().int().min(1).max(1000).default(10),
     /** How long opening a PostgreSQL connection may take; past it requests answer 503 database_unavailable. */
     DATABASE_CONNECT_TIMEOUT_MS: z.coerce.number().int().min(100).max(120_000).default(2_000),
+    /** How long a query may wait for a free PostgreSQL connection; past it the request answers 503 database_unavailable. */
+    DATABASE_ACQUIRE_TIMEOUT_MS: z.coerce.number().int().min(100).max(120_000).default(2_000),
     /** Server-side cap on one SQL statement (PostgreSQL's statement_timeout). */
     DATABASE_STATEMENT_TIMEOUT_MS: z.coerce.number().int().min(100).max(3_600_000).default(30_000),
     /** Redis connection string: set it on every process to share conversation actors between them. */
@@ -198,6 +200,7 @@ export interface Config {
   databaseUrl: string | undefined;
   databasePoolSize: number;
   databaseConnectTimeoutMs: number;
+  databaseAcquireTimeoutMs: number;
   databaseStatementTimeoutMs: number;
   redisUrl: string | undefined;
   redisCommandTimeoutMs: number;
@@ -252,6 +255,7 @@ export function loadConfig(env: EnvInput): Config {
     databaseUrl: e.DATABASE_URL,
     databasePoolSize: e.DATABASE_POOL_SIZE,
     databaseConnectTimeoutMs: e.DATABASE_CONNECT_TIMEOUT_MS,
+    databaseAcquireTimeoutMs: e.DATABASE_ACQUIRE_TIMEOUT_MS,
     databaseStatementTimeoutMs: e.DATABASE_STATEMENT_TIMEOUT_MS,
     redisUrl: e.REDIS_URL,
     redisCommandTimeoutMs: e.REDIS_COMMAND_TIMEOUT_MS,

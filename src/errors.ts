@@ -91,8 +91,8 @@ export interface ErrorEvent {
 
 /** How long clients are told to wait before retrying while the database or Redis does not answer. */
 const DATABASE_RETRY_AFTER_S = '2';
-/** Connection-level failures: the database is down or unreachable, not the query at fault. */
-const CONNECTION_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EPIPE', 'EHOSTUNREACH', 'CONNECT_TIMEOUT', 'CONNECTION_CLOSED', 'CONNECTION_ENDED', 'CONNECTION_DESTROYED']);
+/** Connection-level failures: the database is down or unreachable, not the query at fault (the last two from db/query-deadline.ts). */
+const CONNECTION_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EPIPE', 'EHOSTUNREACH', 'CONNECT_TIMEOUT', 'CONNECTION_CLOSED', 'CONNECTION_ENDED', 'CONNECTION_DESTROYED', 'ACQUIRE_TIMEOUT', 'QUERY_DEADLINE']);
 /** SQLSTATEs of a server that is shutting down or not accepting connections yet. */
 const UNAVAILABLE_SQLSTATES = new Set(['57P01', '57P02', '57P03', '53300']);
 

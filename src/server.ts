@@ -87,6 +87,7 @@ export async function startServer(config: Config, logger: Logger): Promise<Runni
     dataDir: config.dataDir,
     poolSize: config.databasePoolSize,
     connectTimeoutMs: config.databaseConnectTimeoutMs,
+    acquireTimeoutMs: config.databaseAcquireTimeoutMs,
     statementTimeoutMs: config.databaseStatementTimeoutMs,
   });
   const invalidations = new Invalidations(database);

@@ -10,6 +10,7 @@ import { migrate as migratePglite } from 'drizzle-orm/pglite/migrator';
 import { drizzle as drizzlePostgres } from 'drizzle-orm/postgres-js';
 import { migrate as migratePostgres } from 'drizzle-orm/postgres-js/migrator';
 import postgres from 'postgres';
+import { withQueryDeadlines } from './query-deadline.ts';
 import * as schema from './schema.ts';
 
 export type Schema = typeof schema;
@@ -37,8 +38,9 @@ export interface OpenDatabaseOptions {
   databaseUrl: string | undefined;
   dataDir: string;
   poolSize: number;
-  /** PostgreSQL only: bounds on opening a connection and on one statement. */
+  /** PostgreSQL only: bounds on opening a connection, waiting for one, and on one statement. */
   connectTimeoutMs?: number;
+  acquireTimeoutMs?: number;
   statementTimeoutMs?: number;
 }
 
@@ -49,7 +51,11 @@ const MIGRATION_LOCK_KEY = 7_302_118_411;
 /** Opens PostgreSQL (when a URL is given) or embedded PGlite, and applies pending migrations. */
 export async function openDatabase(options: OpenDatabaseOptions): Promise<Database> {
   return options.databaseUrl
-    ? openPostgres(options.databaseUrl, options.poolSize, options.connectTimeoutMs ?? 2_000, options.statementTimeoutMs ?? 30_000)
+    ? openPostgres(options.databaseUrl, options.poolSize, {
+        connectMs: options.connectTimeoutMs ?? 2_000,
+        acquireMs: options.acquireTimeoutMs ?? 2_000,
+        statementMs: options.statementTimeoutMs ?? 30_000,
+      })
     : openPglite(options.dataDir);
 }
 
@@ -80,20 +86,30 @@ async function openPglite(dataDir: string): Promise<Database> {
   };
 }
 
-async function openPostgres(url: string, poolSize: number, connectTimeoutMs: number, statementTimeoutMs: number): Promise<Database> {
+interface PostgresTimeouts {
+  connectMs: number;
+  acquireMs: number;
+  statementMs: number;
+}
+
+/** How long past statement_timeout a query may go unanswered before its link counts as dead. */
+const DEAD_LINK_MARGIN_MS = 2_000;
+
+async function openPostgres(url: string, poolSize: number, timeouts: PostgresTimeouts): Promise<Database> {
   await runPostgresMigrations(url);
   // While the server is down, requests queue for a connection: a short connect timeout turns
   // that wait into a prompt 503 (database_unavailable) instead of postgres.js' 30 s default.
   const client = postgres(url, {
     max: poolSize,
     onnotice: () => {},
-    connect_timeout: connectTimeoutMs / 1000,
+    connect_timeout: timeouts.connectMs / 1000,
     // postgres.js waits up to 20 s between reconnect attempts while queued queries wait with it;
     // retrying within a second keeps every wait during an outage near the connect timeout.
     backoff: (attempt: number) => Math.min(0.1 * attempt, 1),
-    connection: { statement_timeout: statementTimeoutMs },
+    connection: { statement_timeout: timeouts.statementMs },
   });
-  const db = drizzlePostgres({ client, schema }) as unknown as Db;
+  const bounded = withQueryDeadlines(client, { acquireMs: timeouts.acquireMs, runMs: timeouts.statementMs + DEAD_LINK_MARGIN_MS });
+  const db = drizzlePostgres({ client: bounded, schema }) as unknown as Db;
   return {
     kind: 'postgres',
     db,

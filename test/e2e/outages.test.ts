@@ -31,7 +31,7 @@ describe.skipIf(!POSTGRES_URL)('a PostgreSQL outage', () => {
       { kind: 'postgres', url: POSTGRES_URL as string, vectors: false },
       {
         storage: { env: { DATABASE_URL: proxy.via(db.url) }, dispose: db.drop },
-        env: { INFERENCE_BASE_URL: upstream.url, INFERENCE_MODEL: 'fake-chat-1', INFERENCE_MAX_RETRIES: '0', DATABASE_CONNECT_TIMEOUT_MS: '1000' },
+        env: { INFERENCE_BASE_URL: upstream.url, INFERENCE_MODEL: 'fake-chat-1', INFERENCE_MAX_RETRIES: '0', DATABASE_CONNECT_TIMEOUT_MS: '1000', DATABASE_ACQUIRE_TIMEOUT_MS: '1000', DATABASE_POOL_SIZE: '2' },
       },
     );
     ({ key } = await t.newProject());
@@ -74,6 +74,24 @@ describe.skipIf(!POSTGRES_URL)('a PostgreSQL outage', () => {
     }
     await api.get('/readyz').expect(200);
     await api.get('/characters').expect(200);
+  });
+
+  // postgres.js fails one queued query per failed connection attempt: without an acquire
+  // deadline the last of 30 requests on a 2-connection pool waited about 15 connect timeouts.
+  it('answers a burst queued behind more requests than connections within the acquire timeout', async () => {
+    const api = t.client(key);
+    await proxy.cut('blackhole');
+    try {
+      const burst = await Promise.all(Array.from({ length: 30 }, () => timed(() => api.get(`/conversations/${conversationId}`))));
+      for (const { value, ms } of burst) {
+        expect(value.status, value.text).toBe(503);
+        expect(value.body.error.code).toBe('database_unavailable');
+        expect(ms).toBeLessThan(PROMPTLY_MS);
+      }
+    } finally {
+      await proxy.restore();
+    }
+    await api.get(`/conversations/${conversationId}`).expect(200);
   });
 
   it('tells a WebSocket sender its message was not stored while the database is down', async () => {
