@@ -51,10 +51,11 @@ export class ConversationActors implements ConversationGateway {
     return conversation;
   }
 
-  async exchange(projectId: string, conversationId: string, content: string, surface: Surface): Promise<ExchangeResult> {
+  async exchange(projectId: string, conversationId: string, content: string, surface: Surface, idempotencyKey?: string): Promise<ExchangeResult> {
     // One key for every attempt: an attempt whose actor died after storing the message finds
-    // it stored, so a player's message is stored exactly once whatever fails.
-    const clientKey = randomUUID();
+    // it stored, so a player's message is stored exactly once whatever fails. The client's own
+    // key extends that to its retries; the prefix keeps it apart from ours.
+    const clientKey = idempotencyKey === undefined ? randomUUID() : `client:${idempotencyKey}`;
     return untilAnswered('conversation', () =>
       this.#inOrder(projectId, conversationId, (room) => this.#call(room, 'exchange', [projectId, content, surface, clientKey], this.#deps.replyTimeoutMs)),
     );

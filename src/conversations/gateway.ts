@@ -26,8 +26,11 @@ export interface SeatRequest {
 export interface ConversationGateway {
   /** The conversation; its actor runs somewhere afterwards. */
   open(projectId: string, conversationId: string): Promise<Conversation>;
-  /** A player's message and the character's reply, in the conversation's order; both are stored. */
-  exchange(projectId: string, conversationId: string, content: string, surface: Surface): Promise<ExchangeResult>;
+  /**
+   * A player's message and the character's reply, in the conversation's order; both are stored.
+   * With the client's `idempotencyKey`, a retry stores the message once and gets the same reply.
+   */
+  exchange(projectId: string, conversationId: string, content: string, surface: Surface, idempotencyKey?: string): Promise<ExchangeResult>;
   /** Mode `analysis`: an out-of-character answer streamed to `onText`, never stored. */
   analyse(projectId: string, conversationId: string, question: string, onText: (delta: string) => void): Promise<void>;
   /** A live client's answer to a client_function_call; false when nothing waits for `callId`. */

@@ -12,11 +12,21 @@ const MAX_CONTENT_CHARS = 32_000;
 /** What a player says, on every surface: HTTP bodies, WebSocket and Colyseus messages, rooms. */
 export const MessageContent = z.string().trim().min(1, 'must not be empty').max(MAX_CONTENT_CHARS);
 
-const SayMessage = z.object({ content: MessageContent, mode: z.enum(['conversation', 'analysis']).default('conversation') });
+/**
+ * A client's name for one message (the `Idempotency-Key` header over HTTP, `idempotencyKey` on live
+ * sockets): a retry with the same key is stored once and answered with the same reply.
+ */
+export const IdempotencyKey = z.string().regex(/^[\x21-\x7e]{1,255}$/, 'must be 1 to 255 visible ASCII characters');
+
+const SayMessage = z.object({
+  content: MessageContent,
+  mode: z.enum(['conversation', 'analysis']).default('conversation'),
+  idempotencyKey: IdempotencyKey.optional(),
+});
 const CapabilityResultMessage = z.object({ type: z.literal('capability_result'), callId: z.string(), result: z.unknown() });
 
 export type ClientMessage =
-  | { kind: 'say'; content: string; mode: 'conversation' | 'analysis' }
+  | { kind: 'say'; content: string; mode: 'conversation' | 'analysis'; idempotencyKey?: string }
   | { kind: 'capability_result'; callId: string; result: unknown }
   | { kind: 'invalid'; error: TroupeError };
 
@@ -38,15 +48,15 @@ export function decodeClientFrame(bytes: Uint8Array): ClientMessage {
 }
 
 /**
- * What a live client (conversation WebSocket or Colyseus game client) sent: `{content, mode?}`
+ * What a live client (conversation WebSocket or Colyseus game client) sent: `{content, mode?, idempotencyKey?}`
  * with mode `conversation` (default) or `analysis`, or `{type: "capability_result", callId,
  * result}`. Anything else is `invalid`, with an error naming the field. The text rule of every
  * boundary (src/input/text.ts) applies to every string in it.
  */
 export function parseClientMessage(message: unknown): ClientMessage {
   return parseLiveMessage(message, (m) => {
-    const { content, mode } = parseInput(SayMessage, m, null);
-    return { kind: 'say', content, mode };
+    const { content, mode, idempotencyKey } = parseInput(SayMessage, m, null);
+    return { kind: 'say', content, mode, ...(idempotencyKey === undefined ? {} : { idempotencyKey }) };
   });
 }
 
@@ -100,7 +110,7 @@ export function handleClientMessage(gateway: ConversationGateway, logger: Logger
     // Replies run to the end even if the client leaves: others may listen, and the history
     // must hold the reply. A failure once the reply began reached every listener from the
     // actor (`reported`); any other failure is this client's alone, and it is told.
-    gateway.exchange(projectId, conversationId, message.content, 'live').catch((err: unknown) => {
+    gateway.exchange(projectId, conversationId, message.content, 'live', message.idempotencyKey).catch((err: unknown) => {
       if (err instanceof TroupeError && err.reported) return;
       if (!(err instanceof TroupeError) || err.status >= 500) logger.error({ err, conversationId }, 'conversation message failed');
       fail(err);

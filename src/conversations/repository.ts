@@ -100,6 +100,12 @@ export async function storePlayerMessage(
     if (row) return { message: toMessage(row), inserted: true, reply: null };
     const [existing] = await tx.select().from(messages).where(and(eq(messages.conversationId, conversationId), eq(messages.clientKey, clientKey ?? '')));
     if (!existing) throw new Error('insert returned no row');
+    if (existing.content !== content) {
+      throw new TroupeError('conflict', 'This idempotency key was used for a different message in this conversation; use a new key for a new message.', {
+        param: 'idempotencyKey',
+        detailCode: 'idempotency_key_reused',
+      });
+    }
     const [next] = await tx.select().from(messages).where(and(eq(messages.conversationId, conversationId), eq(messages.seq, existing.seq + 1)));
     return { message: toMessage(existing), inserted: false, reply: next?.role === 'character' ? toMessage(next) : null };
   });

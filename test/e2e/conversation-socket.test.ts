@@ -83,6 +83,23 @@ describe.each(BACKENDS)('conversation WebSocket on $kind', (backend) => {
     await Promise.all([a.close(), b.close()]);
   });
 
+  it('stores a message resent with the same idempotencyKey once, and answers its failed reply on the retry', async () => {
+    const id = await start();
+    const socket = await openSocket(socketUrl(id));
+    await socket.next('ready');
+    f.upstream.script({ error: { status: 500, type: 'server_error', message: 'model crashed' } });
+    socket.send({ content: 'Any rooms?', idempotencyKey: 'k-1' });
+    expect(await socket.next('error')).toMatchObject({ type: 'error', replyId: expect.stringMatching(/^reply_/) });
+    f.upstream.script({ text: 'One left.' });
+    socket.send({ content: 'Any rooms?', idempotencyKey: 'k-1' });
+    expect(await socket.reply()).toBe('One left.');
+    socket.send({ content: 'Any rooms?', idempotencyKey: 'bad key' });
+    expect(await socket.next('error')).toMatchObject({ code: 'invalid_parameter', param: 'idempotencyKey' });
+    const stored = await f.api.get(`/conversations/${id}`).expect(200);
+    expect(stored.messages.map((m: { content: string }) => m.content)).toEqual(['Any rooms?', 'One left.']);
+    await socket.close();
+  });
+
   it('answers bad input with an error event and keeps the socket open', async () => {
     const id = await start();
     const socket = await openSocket(socketUrl(id));

@@ -85,6 +85,35 @@ describe.each(BACKENDS)('conversations over HTTP on $kind', (backend) => {
     expect(stored.messages.map((m: { role: string; content: string }) => [m.role, m.content])).toEqual([['player', 'Are you there?']]);
   });
 
+  it('answers a retry with the same Idempotency-Key once: the message is stored once, the failed reply made, a finished one repeated', async () => {
+    const id = await start();
+    const send = (content: string, key: string) => f.api.post(`/conversations/${id}/messages`, { content }, { 'idempotency-key': key });
+    f.upstream.script({ error: { status: 500, type: 'server_error', message: 'model crashed' } });
+    expect((await send('Open the gate', 'try-1')).status).toBe(502);
+    f.upstream.script({ text: 'Opening.' });
+    const retried = await send('Open the gate', 'try-1').expect(200);
+    expect(retried.characterMessage.content).toBe('Opening.');
+    // A retry of a finished exchange gets the same messages back and calls nobody.
+    const calls = chatRequests().length;
+    const again = await send('Open the gate', 'try-1').expect(200);
+    expect(again.playerMessage.id).toBe(retried.playerMessage.id);
+    expect(again.characterMessage.id).toBe(retried.characterMessage.id);
+    expect(chatRequests()).toHaveLength(calls);
+
+    const reused = await send('Close the gate', 'try-1').expect(409);
+    expect(reused.error).toMatchObject({ code: 'idempotency_key_reused', param: 'idempotencyKey' });
+    for (const bad of ['', 'x'.repeat(256), 'has space', '\u00fcml\u00e4ut']) {
+      const res = await send('Hi', bad);
+      expect(res.status, JSON.stringify(bad)).toBe(400);
+      expect(res.body.error).toMatchObject({ code: 'invalid_parameter', param: 'Idempotency-Key' });
+    }
+    const stored = await f.api.get(`/conversations/${id}`).expect(200);
+    expect(stored.messages.map((m: { role: string; content: string }) => [m.role, m.content])).toEqual([
+      ['player', 'Open the gate'],
+      ['character', 'Opening.'],
+    ]);
+  });
+
   it('processes concurrent messages to one conversation one at a time: each reply follows its own message', async () => {
     const id = await start();
     const contents = ['one', 'two', 'three', 'four'];

@@ -94,6 +94,32 @@ describe.skipIf(!POSTGRES_URL)('a PostgreSQL outage', () => {
     await api.get(`/conversations/${conversationId}`).expect(200);
   });
 
+  // A message stored before the cut whose reply could not be stored: the sender got a 503, and
+  // its retry with the same Idempotency-Key is answered without storing the message again.
+  it('answers the retry of a message whose reply was cut off, storing the message once', async () => {
+    const api = t.client(key);
+    const id = (await api.post('/conversations', { characterId: (await api.get(`/conversations/${conversationId}`).expect(200)).characterId }).expect(201)).id;
+    upstream.script({ text: 'Still there? Good.', chunkDelayMs: 60 });
+    const sent = api.post(`/conversations/${id}/messages`, { content: 'the lights flicker' }, { 'idempotency-key': 'flicker-1' });
+    for (;;) {
+      const request = await upstream.nextRequest();
+      if (JSON.stringify(request.body).includes('the lights flicker')) break;
+    }
+    await proxy.cut('reset');
+    try {
+      const cutOff = await sent;
+      expect(cutOff.status, cutOff.text).toBe(503);
+      expect(cutOff.body.error.code).toBe('database_unavailable');
+    } finally {
+      await proxy.restore();
+    }
+    upstream.script({ text: 'Still there? Good.' });
+    const retried = await api.post(`/conversations/${id}/messages`, { content: 'the lights flicker' }, { 'idempotency-key': 'flicker-1' }).expect(200);
+    expect(retried.characterMessage.content).toBe('Still there? Good.');
+    const stored = await api.get(`/conversations/${id}`).expect(200);
+    expect(stored.messages.map((m: { content: string }) => m.content)).toEqual(['the lights flicker', 'Still there? Good.']);
+  });
+
   it('tells a WebSocket sender its message was not stored while the database is down', async () => {
     const socket = await openSocket(`${t.url.replace('http://', 'ws://')}/conversations/${conversationId}/ws?token=${key}`);
     await socket.next('ready');

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { MessageContent } from '../../conversations/protocol.ts';
+import { IdempotencyKey, MessageContent } from '../../conversations/protocol.ts';
 import { TroupeError } from '../../errors.ts';
 import { IdParam } from '../common-schemas.ts';
 import { conversationSocket } from '../conversation-socket.ts';
@@ -74,10 +74,10 @@ export const conversationRoutes = [
       }),
       description: 'Both messages, and the capabilities the character called',
     },
-    errors: [404, 502],
-    handler: async ({ params, body, principal, resources }) => ({
+    errors: [404, 409, 502],
+    handler: async ({ params, body, headers, principal, resources }) => ({
       // Not tied to this request's signal: the reply is finished and stored even if the caller leaves.
-      body: await resources.conversationActors.exchange(principal.projectId, params.conversationId, body.content, 'http'),
+      body: await resources.conversationActors.exchange(principal.projectId, params.conversationId, body.content, 'http', idempotencyKeyOf(headers)),
     }),
   }),
   defineRoute({
@@ -101,3 +101,17 @@ export const conversationRoutes = [
     },
   }),
 ];
+
+/** The optional `Idempotency-Key` header (Stripe's name): a retried send stores the message once. */
+function idempotencyKeyOf(headers: Readonly<Record<string, string>>): string | undefined {
+  const raw = headers['idempotency-key'];
+  if (raw === undefined) return undefined;
+  const parsed = IdempotencyKey.safeParse(raw);
+  if (!parsed.success) {
+    throw new TroupeError('invalid_request', 'Invalid header Idempotency-Key: must be 1 to 255 visible ASCII characters.', {
+      param: 'Idempotency-Key',
+      detailCode: 'invalid_parameter',
+    });
+  }
+  return parsed.data;
+}
