@@ -307,6 +307,7 @@ export async function startServer(config: Config, logger: Logger): Promise<Runni
       await parserPool.close();
       await invalidations.stop();
       await database.close();
+      upstream.close();
       logger.info('troupe stopped');
     })();
     return stopping;

@@ -25,8 +25,17 @@ export interface ModelObject {
   owned_by: string;
 }
 
+/**
+ * A started /v1 stream, consumed one way: as chunk objects (`chunks`, for the Responses API), or
+ * as SSE text written as it arrives (`pipe`, the chat completions hot path).
+ */
 export interface ChunkStream {
   chunks: AsyncIterable<OutChunk>;
+  /**
+   * Writes `data: <chunk>` events, batched per arrival, then `data: [DONE]`; resolves true once
+   * complete, false when `write` answered false (the client left). Upstream failures throw.
+   */
+  pipe(write: (text: string) => boolean | Promise<boolean>): Promise<boolean>;
   cancel(): void;
 }
 
@@ -98,12 +107,43 @@ export class ChatCompletionService {
       signal,
     );
     const normalizer = new ChunkNormalizer({ model: request.model, includeUsage });
-    const source = this.#upstream.chunks(upstream, signal);
+    const source = this.#upstream;
     async function* chunks(): AsyncGenerator<OutChunk> {
-      for await (const chunk of source) yield* normalizer.accept(chunk);
-      yield* normalizer.finish();
+      const out: OutChunk[] = [];
+      const emit = (json: string) => out.push(JSON.parse(json) as OutChunk);
+      for await (const chunk of source.chunks(upstream, signal)) {
+        normalizer.accept(chunk, emit);
+        yield* out.splice(0);
+      }
+      normalizer.finish(emit);
+      yield* out;
     }
-    return { chunks: chunks(), cancel: upstream.cancel };
+    const pipe = async (write: (text: string) => boolean | Promise<boolean>): Promise<boolean> => {
+      let text = '';
+      const emit = (json: string) => (text += `data: ${json}\n\n`);
+      const flush = async (): Promise<boolean> => {
+        const sent = write(text);
+        text = '';
+        return sent === true || (sent !== false && (await sent));
+      };
+      try {
+        normalizer.accept(upstream.first, emit);
+        for (;;) {
+          if (text !== '' && !(await flush())) return false;
+          if (upstream.batches.finished) break;
+          await upstream.batches.whenReady();
+          for (const chunk of upstream.batches.takeReady()) normalizer.accept(chunk, emit);
+        }
+      } catch (err) {
+        upstream.cancel();
+        throw source.mapError(err, signal);
+      }
+      upstream.release();
+      normalizer.finish(emit);
+      text += 'data: [DONE]\n\n';
+      return flush();
+    };
+    return { chunks: chunks(), pipe, cancel: upstream.cancel };
   }
 
   /** The upstream request: for a character, its prompt first and its capabilities as tools. */

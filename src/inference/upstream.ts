@@ -12,6 +12,7 @@ import type { InferenceConfig } from '../config.ts';
 import { TroupeError } from '../errors.ts';
 import { callScope } from './call-scope.ts';
 import type { CharacterModel } from './character-model.ts';
+import { OpenAiHttp, sseJson, UpstreamConnectionError, UpstreamStatusError, UpstreamStreamError } from './openai-http.ts';
 
 export interface UpstreamModel {
   id: string;
@@ -19,10 +20,19 @@ export interface UpstreamModel {
   owned_by: string;
 }
 
+/** The chunks of a started stream in batches, as they arrive (see SseReader). */
+export interface ChunkBatches {
+  takeReady(): ChatCompletionChunk[];
+  whenReady(): Promise<void>;
+  readonly finished: boolean;
+}
+
 /** A started stream: the first chunk already arrived, so the call can no longer fail "before the first byte". */
 export interface UpstreamStream {
   first: ChatCompletionChunk;
+  /** What follows `first`, one at a time or in batches (use one of the two). */
   rest: AsyncIterator<ChatCompletionChunk>;
+  batches: ChunkBatches;
   /** Ends the upstream request early (client gone, failure). */
   cancel(): void;
   /** Frees the call's timers once the stream ended normally. */
@@ -30,14 +40,16 @@ export interface UpstreamStream {
 }
 
 /**
- * The inference backend: any OpenAI-compatible server, reached through the openai SDK. The
- * SDK retries only failures before response headers, i.e. before anything reached our client.
+ * The inference backend: any OpenAI-compatible server. Chat completions go through our own
+ * keep-alive HTTP client and SSE parser (openai-http.ts), the model list through the openai SDK.
+ * Only failures before response headers are retried, i.e. before anything reached our client.
  * A timeout until headers (connect), one until the first streamed token and one for the whole
  * call bound every request.
  */
 export class InferenceUpstream implements CharacterModel {
   readonly #config: InferenceConfig;
   readonly #client: OpenAI | null;
+  readonly #http: OpenAiHttp | null;
   readonly #logger: Logger;
   #models: { at: number; list: Promise<UpstreamModel[]> } | null = null;
 
@@ -52,6 +64,14 @@ export class InferenceUpstream implements CharacterModel {
           maxRetries: config.maxRetries,
         })
       : null;
+    this.#http = config.baseUrl
+      ? new OpenAiHttp({ baseUrl: config.baseUrl, apiKey: config.apiKey, connectTimeoutMs: config.connectTimeoutMs, maxRetries: config.maxRetries })
+      : null;
+  }
+
+  /** Closes idle keep-alive connections to the inference server. */
+  close(): void {
+    this.#http?.close();
   }
 
   get configured(): boolean {
@@ -96,10 +116,10 @@ export class InferenceUpstream implements CharacterModel {
   }
 
   async complete(params: ChatCompletionCreateParamsNonStreaming, signal: AbortSignal): Promise<ChatCompletion> {
-    const client = this.#require();
+    const http = this.#requireHttp();
     const scope = callScope(signal, this.#config.totalTimeoutMs);
     try {
-      return await client.chat.completions.create(params, { signal: scope.signal });
+      return await http.postJson<ChatCompletion>('chat/completions', params, scope.signal);
     } catch (err) {
       throw this.#mapError(err, signal);
     } finally {
@@ -109,17 +129,19 @@ export class InferenceUpstream implements CharacterModel {
 
   /** Resolves once the first chunk arrived; failures until then reject (nothing was sent yet). */
   async stream(params: ChatCompletionCreateParamsStreaming, signal: AbortSignal): Promise<UpstreamStream> {
-    const client = this.#require();
+    const http = this.#requireHttp();
     const scope = callScope(signal, this.#config.totalTimeoutMs);
     const firstTokenTimer = setTimeout(() => scope.abort(new FirstTokenTimeout()), this.#config.firstTokenTimeoutMs);
     try {
-      const stream = await client.chat.completions.create(params, { signal: scope.signal });
-      const iterator = stream[Symbol.asyncIterator]();
+      const res = await http.post('chat/completions', params, scope.signal, 'text/event-stream');
+      const reader = sseJson(res);
+      const iterator = reader as AsyncIterator<ChatCompletionChunk>;
       const first = await iterator.next();
       if (first.done) throw new TroupeError('upstream_error', 'The inference server ended the stream without sending anything.');
       return {
         first: first.value,
         rest: iterator,
+        batches: reader as unknown as ChunkBatches,
         cancel: () => {
           scope.abort();
           scope.release();
@@ -173,6 +195,8 @@ export class InferenceUpstream implements CharacterModel {
   #mapError(err: unknown, signal?: AbortSignal): TroupeError {
     if (err instanceof TroupeError) return err;
     if (signal?.aborted) return new TroupeError('upstream_error', 'The request was cancelled by the client.', { cause: err, detailCode: 'client_closed' });
+    const mapped = this.#mapHttpError(err);
+    if (mapped) return mapped;
     if (err instanceof OpenAI.APIConnectionTimeoutError || err instanceof OpenAI.APIUserAbortError) {
       return new TroupeError('upstream_unavailable', `The inference server at ${this.#config.baseUrl} did not answer in time (INFERENCE_CONNECT_TIMEOUT_MS / INFERENCE_TOTAL_TIMEOUT_MS).`, {
         cause: err,
@@ -187,21 +211,52 @@ export class InferenceUpstream implements CharacterModel {
     }
     if (err instanceof OpenAI.APIError && err.status !== undefined) {
       const message = err.error && typeof err.error === 'object' && 'message' in err.error ? String(err.error.message) : err.message;
-      // A bad request is the caller's to fix; the upstream's auth and server problems are ours.
-      if (err.status === 400 || err.status === 422) {
-        return new TroupeError('invalid_request', `The inference server rejected the request: ${message}`, { cause: err, detailCode: 'upstream_rejected' });
-      }
-      if (err.status === 429) {
-        return new TroupeError('rate_limited', `The inference server is rate limiting: ${message}`, {
-          cause: err,
-          headers: retryAfter(err.headers),
-        });
-      }
-      this.#logger.warn({ status: err.status, upstreamMessage: message }, 'inference server answered with an error');
-      return new TroupeError('upstream_error', `The inference server answered ${err.status}: ${message}`, { cause: err });
+      return this.#statusError(err.status, message, err, (name) => err.headers?.get(name) ?? undefined);
     }
     this.#logger.error({ err }, 'inference call failed');
     return new TroupeError('upstream_error', 'The inference call failed.', { cause: err });
+  }
+
+  /** The failures of our own HTTP client (openai-http.ts), mapped as the SDK's are below. */
+  #mapHttpError(err: unknown): TroupeError | null {
+    // Our signal ended the call: the total timeout (the caller's own abort is handled before).
+    const timedOut = (err instanceof UpstreamConnectionError && err.timedOut) || (err instanceof Error && err.name === 'AbortError');
+    if (timedOut) {
+      return new TroupeError('upstream_unavailable', `The inference server at ${this.#config.baseUrl} did not answer in time (INFERENCE_CONNECT_TIMEOUT_MS / INFERENCE_TOTAL_TIMEOUT_MS).`, {
+        cause: err,
+        detailCode: 'upstream_timeout',
+      });
+    }
+    if (err instanceof UpstreamConnectionError) {
+      return new TroupeError('upstream_unavailable', `The inference server at ${this.#config.baseUrl} is unreachable; check INFERENCE_BASE_URL.`, {
+        cause: err,
+        detailCode: 'upstream_unavailable',
+      });
+    }
+    if (err instanceof UpstreamStatusError) return this.#statusError(err.status, err.message, err, (name) => headerValue(err.headers[name]));
+    if (err instanceof UpstreamStreamError) {
+      this.#logger.warn({ upstreamMessage: err.message }, 'inference server reported an error mid-stream');
+      return new TroupeError('upstream_error', `The inference server reported an error: ${err.message}`, { cause: err });
+    }
+    return null;
+  }
+
+  #statusError(status: number, message: string, cause: unknown, header: (name: string) => string | undefined): TroupeError {
+    // A bad request is the caller's to fix; the upstream's auth and server problems are ours.
+    if (status === 400 || status === 422) {
+      return new TroupeError('invalid_request', `The inference server rejected the request: ${message}`, { cause, detailCode: 'upstream_rejected' });
+    }
+    if (status === 429) {
+      const after = header('retry-after');
+      return new TroupeError('rate_limited', `The inference server is rate limiting: ${message}`, { cause, headers: after ? { 'retry-after': after } : {} });
+    }
+    this.#logger.warn({ status, upstreamMessage: message }, 'inference server answered with an error');
+    return new TroupeError('upstream_error', `The inference server answered ${status}: ${message}`, { cause });
+  }
+
+  #requireHttp(): OpenAiHttp {
+    this.#require();
+    return this.#http as OpenAiHttp;
   }
 
   #require(): OpenAI {
@@ -217,7 +272,6 @@ export class InferenceUpstream implements CharacterModel {
 class FirstTokenTimeout extends Error {}
 
 
-function retryAfter(headers: Headers | undefined): Record<string, string> {
-  const value = headers?.get('retry-after');
-  return value ? { 'retry-after': value } : {};
+function headerValue(value: string | string[] | undefined): string | undefined {
+  return Array.isArray(value) ? value[0] : value;
 }

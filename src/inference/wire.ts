@@ -23,14 +23,27 @@ export interface OutChunk {
   usage?: Usage | null;
 }
 
+/** Random bytes drawn in bulk: one randomBytes call per id cost more than the rest of the id. */
+const ID_BYTES = 12;
+let idPool = Buffer.alloc(0);
+let idOffset = 0;
+
 function newCompletionId(): string {
-  return `chatcmpl-${randomBytes(12).toString('base64url')}`;
+  if (idOffset + ID_BYTES > idPool.length) {
+    idPool = randomBytes(ID_BYTES * 256);
+    idOffset = 0;
+  }
+  const id = `chatcmpl-${idPool.toString('base64url', idOffset, idOffset + ID_BYTES)}`;
+  idOffset += ID_BYTES;
+  return id;
 }
 
 /**
  * Turns upstream chunks into the exact stream the interface describes, whatever the upstream's
  * habits: per choice, a first chunk with `role: assistant` and empty content, then content and
  * tool-call deltas, then an empty delta carrying `finish_reason`; usage (when asked for) last.
+ * Each chunk goes to `emit` as its JSON text, written around the one part that changes (the
+ * choice), so a content delta costs one small JSON.stringify and no intermediate objects.
  */
 export class ChunkNormalizer {
   readonly #id = newCompletionId();
@@ -40,48 +53,85 @@ export class ChunkNormalizer {
   readonly #started = new Set<number>();
   #fingerprint: string | undefined;
   #usage: Usage | null = null;
+  /** Everything of a chunk before `"choices"`: the same for the whole stream (until a fingerprint appears). */
+  #head: string | null = null;
 
   constructor(options: { model: string; includeUsage: boolean }) {
     this.#model = options.model;
     this.#includeUsage = options.includeUsage;
   }
 
-  *accept(chunk: ChatCompletionChunk): Generator<OutChunk> {
-    this.#fingerprint ??= chunk.system_fingerprint ?? undefined;
+  accept(chunk: ChatCompletionChunk, emit: (json: string) => void): void {
+    if (this.#fingerprint === undefined && chunk.system_fingerprint) {
+      this.#fingerprint = chunk.system_fingerprint;
+      this.#head = null;
+    }
     if (chunk.usage) this.#usage = toUsage(chunk.usage);
-    for (const choice of chunk.choices ?? []) {
+    const choices = chunk.choices;
+    if (!choices) return;
+    for (const choice of choices) {
       const index = choice.index ?? 0;
       if (!this.#started.has(index)) {
         this.#started.add(index);
-        yield this.#chunk(index, { role: 'assistant', content: '' }, null, null);
+        emit(this.#choice(index, '{"role":"assistant","content":""}', 'null', 'null'));
       }
-      const { role: _role, ...delta } = (choice.delta ?? {}) as Record<string, unknown>;
-      if (hasPayload(delta)) yield this.#chunk(index, stripEmpty(delta), choice.logprobs ?? null, null);
-      if (choice.finish_reason) yield this.#chunk(index, {}, null, choice.finish_reason);
+      const delta = deltaJson(choice.delta as Record<string, unknown> | undefined);
+      if (delta !== null) emit(this.#choice(index, delta, choice.logprobs == null ? 'null' : JSON.stringify(choice.logprobs), 'null'));
+      if (choice.finish_reason) emit(this.#choice(index, '{}', 'null', JSON.stringify(choice.finish_reason)));
     }
   }
 
   /** The usage chunk (empty `choices`) when `stream_options.include_usage` was set. */
-  *finish(): Generator<OutChunk> {
+  finish(emit: (json: string) => void): void {
     if (!this.#includeUsage) return;
-    yield { ...this.#base(), choices: [], usage: this.#usage ?? { prompt_tokens: 0, completion_tokens: 0, total_tokens: 0 } };
+    const usage = this.#usage ?? { prompt_tokens: 0, completion_tokens: 0, total_tokens: 0 };
+    emit(`${this.#prefix().slice(0, -',"usage":null'.length)},"usage":${JSON.stringify(usage)},"choices":[]}`);
   }
 
-  #chunk(index: number, delta: Record<string, unknown>, logprobs: unknown, finishReason: string | null): OutChunk {
-    return { ...this.#base(), choices: [{ index, delta, logprobs, finish_reason: finishReason }] };
+  #choice(index: number, delta: string, logprobs: string, finishReason: string): string {
+    return `${this.#prefix()},"choices":[{"index":${index},"delta":${delta},"logprobs":${logprobs},"finish_reason":${finishReason}}]}`;
   }
 
-  #base(): Omit<OutChunk, 'choices'> {
-    return {
-      id: this.#id,
-      object: 'chat.completion.chunk',
-      created: this.#created,
-      model: this.#model,
-      ...(this.#fingerprint ? { system_fingerprint: this.#fingerprint } : {}),
+  #prefix(): string {
+    this.#head ??=
+      `{"id":${JSON.stringify(this.#id)},"object":"chat.completion.chunk","created":${this.#created},"model":${JSON.stringify(this.#model)}` +
+      (this.#fingerprint ? `,"system_fingerprint":${JSON.stringify(this.#fingerprint)}` : '') +
       // OpenAI sends usage: null on every chunk but the last when usage was asked for.
-      ...(this.#includeUsage ? { usage: null } : {}),
-    };
+      (this.#includeUsage ? ',"usage":null' : '');
+    return this.#head;
   }
+}
+
+/**
+ * A delta as JSON without `role` and without null or undefined fields; null when nothing in it
+ * carries anything (empty strings and arrays do not).
+ */
+function deltaJson(delta: Record<string, unknown> | undefined): string | null {
+  if (!delta) return null;
+  let payload = false;
+  let plain = true;
+  for (const key in delta) {
+    const value = delta[key];
+    if (key === 'role') {
+      plain = false;
+      continue;
+    }
+    if (value === undefined || value === null) {
+      plain = false;
+      continue;
+    }
+    if (key !== 'content') plain = false;
+    if (value !== '' && !(Array.isArray(value) && value.length === 0)) payload = true;
+  }
+  if (!payload) return null;
+  // The common chunk: only text.
+  if (plain) return `{"content":${JSON.stringify(delta.content)}}`;
+  const kept: Record<string, unknown> = {};
+  for (const key in delta) {
+    const value = delta[key];
+    if (key !== 'role' && value !== undefined && value !== null) kept[key] = value;
+  }
+  return JSON.stringify(kept);
 }
 
 /** The non-streaming completion in the exact shape of the interface, reporting `model`. */
@@ -115,12 +165,4 @@ function toUsage(u: { prompt_tokens?: number; completion_tokens?: number; total_
   const prompt = u.prompt_tokens ?? 0;
   const completion = u.completion_tokens ?? 0;
   return { prompt_tokens: prompt, completion_tokens: completion, total_tokens: u.total_tokens ?? prompt + completion };
-}
-
-function hasPayload(delta: Record<string, unknown>): boolean {
-  return Object.entries(delta).some(([, v]) => v !== undefined && v !== null && v !== '' && !(Array.isArray(v) && v.length === 0));
-}
-
-function stripEmpty(delta: Record<string, unknown>): Record<string, unknown> {
-  return Object.fromEntries(Object.entries(delta).filter(([, v]) => v !== undefined && v !== null));
 }

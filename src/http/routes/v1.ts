@@ -58,18 +58,15 @@ export const v1Routes = [
         return { body: await resources.chat.complete(principal.projectId, body, signal) };
       }
       // Failures until the upstream's first chunk are ordinary HTTP errors (thrown here).
-      const { chunks, cancel } = await resources.chat.stream(principal.projectId, body, signal);
+      const { pipe, cancel } = await resources.chat.stream(principal.projectId, body, signal);
       return {
         body: null,
         headers: { 'content-type': 'text/event-stream; charset=utf-8', 'cache-control': 'no-cache', 'x-accel-buffering': 'no' },
         stream: async (sink) => {
           let complete = false;
           try {
-            for await (const chunk of chunks) {
-              if (!(await sink.write(`data: ${JSON.stringify(chunk)}\n\n`))) return; // client gone
-            }
-            complete = true;
-            await sink.write('data: [DONE]\n\n');
+            // False when the client left.
+            complete = await pipe((text) => sink.write(text));
           } catch (err) {
             // After the first byte the status is sent: report the failure as an error event.
             if (signal.aborted) return;
