@@ -153,9 +153,15 @@ export class RoomActor extends Room<{ state: RoomState }> implements RoomActorMe
   say(projectId: string, line: SpokenLine, clientKey: string): Promise<Envelope<TranscriptEntry>> {
     if (projectId !== this.#projectId) return Promise.resolve(failure(notFound('room', this.roomId)));
     if (roomStatus(this.#lifecycle?.getSnapshot().value) === 'ended') return Promise.resolve(failure(ended(this.roomId)));
-    const heard = this.#work.enqueue(() => this.deps.scene.hear(projectId, this.roomId, { ...line, clientKey }, this.#outlet()));
+    let fresh = false;
+    const heard = this.#work.enqueue(async () => {
+      const result = await this.deps.scene.hear(projectId, this.roomId, { ...line, clientKey }, this.#outlet());
+      fresh = result.fresh;
+      return result.entry;
+    });
     void heard.then((result) => {
-      if (result.ok) void this.#work.enqueue(() => this.deps.scene.play(projectId, this.roomId, this.#outlet(), false, this.#abort.signal));
+      // A retried line (stored before) was answered then: the characters do not answer twice.
+      if (result.ok && fresh) void this.#work.enqueue(() => this.deps.scene.play(projectId, this.roomId, this.#outlet(), false, this.#abort.signal));
     });
     return heard;
   }

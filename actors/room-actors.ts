@@ -38,9 +38,10 @@ export class RoomActors implements RoomGateway {
     return this.#deps.roomName;
   }
 
-  async say(projectId: string, roomId: string, line: SpokenLine): Promise<TranscriptEntry> {
-    // One key for every attempt: a line is stored once, whatever happens to its actor.
-    const clientKey = randomUUID();
+  async say(projectId: string, roomId: string, line: SpokenLine, idempotencyKey?: string): Promise<TranscriptEntry> {
+    // One key for every attempt: a line is stored once, whatever happens to its actor. The
+    // client's own key extends that to its retries; the prefix keeps it apart from ours.
+    const clientKey = idempotencyKey === undefined ? randomUUID() : `client:${idempotencyKey}`;
     return untilAnswered('room', () => this.#inOrder(projectId, roomId, (room) => this.#call(room, 'say', [projectId, line, clientKey], QUICK_CALL_MS)));
   }
 

@@ -28,7 +28,8 @@ export type RoomChange = { kind: 'participants' } | { kind: 'started' } | { kind
  */
 export interface RoomGateway {
   /** Stores the line (and returns its transcript entry) once it is the room's; the characters answer after. */
-  say(projectId: string, roomId: string, line: SpokenLine): Promise<TranscriptEntry>;
+  /** With the client's `idempotencyKey`, a retried line is stored and answered once. */
+  say(projectId: string, roomId: string, line: SpokenLine, idempotencyKey?: string): Promise<TranscriptEntry>;
   /** Tells the room's actor, if one runs, that the stored room changed. */
   changed(projectId: string, roomId: string, change: RoomChange): Promise<void>;
   /** A live client's answer to a client_function_call; false when nothing waits for `callId`. */

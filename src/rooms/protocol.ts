@@ -1,7 +1,7 @@
 import type { Logger } from 'pino';
 import { z } from 'zod';
 import type { ConversationEvent } from '../conversations/events.ts';
-import { MessageContent, parseLiveMessage } from '../conversations/protocol.ts';
+import { IdempotencyKey, MessageContent, parseLiveMessage } from '../conversations/protocol.ts';
 import { TroupeError, toErrorEvent } from '../errors.ts';
 import { decodeUtf8 } from '../input/text.ts';
 import { parseInput } from '../input/validation.ts';
@@ -14,7 +14,7 @@ export const RoomLineSchema = z.strictObject({
   speakerName: z.string().trim().min(1, 'must not be empty').max(100).nullable().optional(),
 });
 
-const LineMessage = RoomLineSchema.extend({ type: z.literal('message').optional() });
+const LineMessage = RoomLineSchema.extend({ type: z.literal('message').optional(), idempotencyKey: IdempotencyKey.optional() });
 
 /** A voice agent's report on a line it played (`SpokenReport`); only agents may send it. */
 const SpokenMessage = z.strictObject({
@@ -25,7 +25,7 @@ const SpokenMessage = z.strictObject({
 });
 
 export type RoomClientMessage =
-  | { kind: 'say'; content: string; speakerName: string | null }
+  | { kind: 'say'; content: string; speakerName: string | null; idempotencyKey?: string }
   | { kind: 'capability_result'; callId: string; result: unknown }
   | { kind: 'spoken'; report: Omit<SpokenReport, 'characterId'> }
   | { kind: 'invalid'; error: TroupeError };
@@ -47,8 +47,8 @@ export function parseRoomClientMessage(message: unknown): RoomClientMessage {
       const { replyId, text, interrupted } = parseInput(SpokenMessage, m, null);
       return { kind: 'spoken', report: { replyId, text, interrupted } };
     }
-    const { content, speakerName } = parseInput(LineMessage, m, null);
-    return { kind: 'say', content, speakerName: speakerName ?? null };
+    const { content, speakerName, idempotencyKey } = parseInput(LineMessage, m, null);
+    return { kind: 'say', content, speakerName: speakerName ?? null, ...(idempotencyKey === undefined ? {} : { idempotencyKey }) };
   });
 }
 
@@ -85,7 +85,7 @@ export function handleRoomClientMessage(gateway: RoomGateway, logger: Logger, cl
     // A report the room no longer waits for (late, or for a line it gave up on) changes nothing.
     gateway.spoken(client.roomId, { ...message.report, characterId: client.agentOf }).catch((err: unknown) => logger.warn({ err, roomId: client.roomId }, 'spoken report not delivered'));
   } else {
-    gateway.say(client.projectId, client.roomId, { content: message.content, speakerName: message.speakerName }).catch((err: unknown) => {
+    gateway.say(client.projectId, client.roomId, { content: message.content, speakerName: message.speakerName }, message.idempotencyKey).catch((err: unknown) => {
       if (!(err instanceof TroupeError) || err.status >= 500) logger.error({ err, roomId: client.roomId }, 'room message failed');
       fail(err);
     });

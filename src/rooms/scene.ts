@@ -60,17 +60,20 @@ export class RoomScene {
     this.#deps = deps;
   }
 
-  /** A player's line, stored and published; the characters answer in `play`. */
-  async hear(projectId: string, roomId: string, line: SpokenLine & { clientKey?: string }, outlet: SceneOutlet): Promise<TranscriptEntry> {
-    const entry = await this.#deps.rooms.appendTranscript(projectId, roomId, {
+  /**
+   * A player's line, stored and published; the characters answer in `play`. `fresh` is false for
+   * a retry of a line stored before (same `clientKey`): nothing is published again.
+   */
+  async hear(projectId: string, roomId: string, line: SpokenLine & { clientKey?: string }, outlet: SceneOutlet): Promise<{ entry: TranscriptEntry; fresh: boolean }> {
+    const { entry, inserted } = await this.#deps.rooms.appendTranscriptOnce(projectId, roomId, {
       speakerType: 'user',
       characterId: null,
       speakerName: line.speakerName,
       content: line.content,
       ...(line.clientKey ? { clientKey: line.clientKey } : {}),
     }, outlet.epoch);
-    outlet.publish({ type: 'transcript', entry });
-    return entry;
+    if (inserted) outlet.publish({ type: 'transcript', entry });
+    return { entry, fresh: inserted };
   }
 
   /**

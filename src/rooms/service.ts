@@ -184,6 +184,16 @@ export class RoomService {
     /** The room actor's fencing token (see `claim`). */
     epoch?: number,
   ): Promise<TranscriptEntry> {
+    return (await this.appendTranscriptOnce(projectId, roomId, entry, epoch)).entry;
+  }
+
+  /** As appendTranscript, saying whether the entry is new or was stored before under its `clientKey`. */
+  async appendTranscriptOnce(
+    projectId: string,
+    roomId: string,
+    entry: Omit<NewTranscriptEntry, 'speakerName'> & { speakerName?: string | null },
+    epoch?: number,
+  ): Promise<{ entry: TranscriptEntry; inserted: boolean }> {
     if ((entry.speakerType === 'agent') !== (entry.characterId !== null)) {
       throw new TroupeError('invalid_request', 'An agent entry names its character; a user entry names none.', { param: 'characterId' });
     }
@@ -196,7 +206,13 @@ export class RoomService {
     // The room's project is checked by the append itself (another project's room is not found).
     const appended = await appendTranscriptEntry(this.#deps.db, projectId, roomId, { ...entry, speakerName }, epoch);
     if (typeof appended === 'string') throw await this.#refusal(projectId, roomId, appended, 'takes no more transcript entries');
-    return publicTranscriptEntry(appended.entry);
+    if (!appended.inserted && appended.entry.content !== entry.content) {
+      throw new TroupeError('conflict', 'This idempotency key was used for a different line in this room; use a new key for a new line.', {
+        param: 'idempotencyKey',
+        detailCode: 'idempotency_key_reused',
+      });
+    }
+    return { entry: publicTranscriptEntry(appended.entry), inserted: appended.inserted };
   }
 
   /** The room if it may start: not ended (409) and with at least one participant (400). */

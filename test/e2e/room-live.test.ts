@@ -74,6 +74,32 @@ describe.each(BACKENDS)('rooms as text scenes on $kind', (backend) => {
     await s.close();
   });
 
+  it('stores and answers a line resent with the same Idempotency-Key once, on HTTP and the socket', async () => {
+    const roomId = await newRoom();
+    const s = await socket(roomId);
+    f.upstream.script({ text: 'Once is enough.' });
+    const send = (content: string, key: string) => f.api.post(`/v1/rooms/${roomId}/messages`, { content, speakerName: 'Ana' }, { 'idempotency-key': key });
+    const first = await send('Mira, once?', 'line-1').expect(202);
+    await s.next('transcript');
+    expect((await line(s)).text).toBe('Once is enough.');
+    const again = await send('Mira, once?', 'line-1').expect(202);
+    expect(again.id).toBe(first.id);
+    expect((await send('Mira, twice?', 'line-1').expect(409)).error).toMatchObject({ code: 'idempotency_key_reused', param: 'idempotencyKey' });
+    expect((await send('Mira?', 'bad key').expect(400)).error).toMatchObject({ param: 'Idempotency-Key' });
+    s.send({ content: 'Rook?', idempotencyKey: 'no spaces allowed' });
+    expect(await s.next('error')).toMatchObject({ param: 'idempotencyKey' });
+    // The socket's resend is handled in the room's order, before the next line.
+    s.send({ content: 'Mira, once?', speakerName: 'Ana', idempotencyKey: 'line-1' });
+    s.send({ content: 'Rook, anything?', speakerName: 'Ana', idempotencyKey: 'line-2' });
+    expect((await s.next('transcript')).entry).toMatchObject({ content: 'Rook, anything?' });
+    // The fake upstream echoes what Rook heard (a script could be taken by the director's call after Mira).
+    expect((await line(s)).speaker).toBe(rook.id);
+    // Nothing was stored twice, and Mira answered once.
+    expect((await transcript(roomId)).slice(0, 3)).toEqual(['Ana: Mira, once?', 'Mira Vance: Once is enough.', 'Ana: Rook, anything?']);
+    expect(await transcript(roomId)).toHaveLength(4);
+    await s.close();
+  });
+
   it('lets the director pick the most relevant character when nobody is named', async () => {
     const roomId = await newRoom();
     const s = await socket(roomId);

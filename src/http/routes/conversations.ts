@@ -1,8 +1,9 @@
 import { z } from 'zod';
-import { IdempotencyKey, MessageContent } from '../../conversations/protocol.ts';
+import { MessageContent } from '../../conversations/protocol.ts';
 import { TroupeError } from '../../errors.ts';
 import { IdParam } from '../common-schemas.ts';
 import { conversationSocket } from '../conversation-socket.ts';
+import { idempotencyKeyOf } from '../idempotency.ts';
 import { defineRoute } from '../route.ts';
 
 const tags = ['Conversations'];
@@ -101,17 +102,3 @@ export const conversationRoutes = [
     },
   }),
 ];
-
-/** The optional `Idempotency-Key` header (Stripe's name): a retried send stores the message once. */
-function idempotencyKeyOf(headers: Readonly<Record<string, string>>): string | undefined {
-  const raw = headers['idempotency-key'];
-  if (raw === undefined) return undefined;
-  const parsed = IdempotencyKey.safeParse(raw);
-  if (!parsed.success) {
-    throw new TroupeError('invalid_request', 'Invalid header Idempotency-Key: must be 1 to 255 visible ASCII characters.', {
-      param: 'Idempotency-Key',
-      detailCode: 'invalid_parameter',
-    });
-  }
-  return parsed.data;
-}

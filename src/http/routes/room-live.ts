@@ -2,6 +2,7 @@ import { z } from 'zod';
 import { TroupeError, notFound } from '../../errors.ts';
 import { RoomLineSchema } from '../../rooms/protocol.ts';
 import { IdParam } from '../common-schemas.ts';
+import { idempotencyKeyOf } from '../idempotency.ts';
 import { roomSocket } from '../room-socket.ts';
 import { defineRoute } from '../route.ts';
 import { TranscriptEntrySchema } from './rooms.ts';
@@ -21,9 +22,9 @@ export const roomLiveRoutes = [
     body: RoomLineSchema,
     response: { status: 202, schema: TranscriptEntrySchema, description: "The player's transcript entry; the characters' answers follow as room events" },
     errors: [404, 409],
-    handler: async ({ params, body, principal, resources }) => ({
+    handler: async ({ params, body, headers, principal, resources }) => ({
       status: 202,
-      body: await resources.roomActors.say(principal.projectId, params.roomId, { content: body.content, speakerName: body.speakerName ?? null }),
+      body: await resources.roomActors.say(principal.projectId, params.roomId, { content: body.content, speakerName: body.speakerName ?? null }, idempotencyKeyOf(headers)),
     }),
   }),
   defineRoute({
