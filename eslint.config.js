@@ -5,7 +5,7 @@ import js from '@eslint/js';
 import tseslint from 'typescript-eslint';
 
 export default tseslint.config(
-  { ignores: ['node_modules/**', 'src/db/migrations/**', 'loadtest/results/**', '.troupe/**'] },
+  { ignores: ['node_modules/**', 'src/db/migrations/**', 'loadtest/results/**', '.troupe/**', 'studio/dist/**', 'test/.artifacts/**'] },
   js.configs.recommended,
   ...tseslint.configs.recommended,
   {

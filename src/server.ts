@@ -54,6 +54,7 @@ import { LiveKitWebhooks } from './livekit/webhooks.ts';
 import { roomRoutes } from './http/routes/rooms.ts';
 import { roomLiveRoutes } from './http/routes/room-live.ts';
 import { roomVoiceRoutes } from './http/routes/room-voice.ts';
+import { studioRoutes } from './http/routes/studio.ts';
 import type { Resources } from './resources.ts';
 
 export interface RunningServer {
@@ -263,7 +264,8 @@ export async function startServer(config: Config, logger: Logger): Promise<Runni
   ];
   let openapi: Record<string, unknown> | null = null;
   const routes: Route[] = [...metaRoutes(() => (openapi ??= buildOpenApi(routes, packageJson.version))), ...apiRoutes];
-  const { handler, upgrade } = createApp(resources, routes);
+  // The studio's pages are served beside the API but are not part of its description.
+  const { handler, upgrade } = createApp(resources, [...routes, ...studioRoutes()]);
 
   await documentProcessor.start();
   let game: Awaited<ReturnType<typeof gameTransport>> | null = null;

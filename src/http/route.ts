@@ -27,8 +27,8 @@ export interface RouteResult {
   status?: number;
   body: unknown;
   headers?: Record<string, string>;
-  /** Body already serialized (e.g. Prometheus text). */
-  raw?: { contentType: string; text: string };
+  /** Body already serialized (e.g. Prometheus text, or a studio file's bytes). */
+  raw?: { contentType: string; text: string | Uint8Array };
   /** A streamed body (e.g. server-sent events); `headers` should set its content type. */
   stream?: (sink: ReplySink) => Promise<void>;
 }
