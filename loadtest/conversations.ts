@@ -18,10 +18,10 @@
  *                upstream); both get the same fixed reply; the difference is Troupe's added latency.
  *
  * Processes, all on 127.0.0.1: this one (clients of b and c), the benchmark upstream
- * (conversation-support/upstream.ts), one Troupe at a time (`node --expose-gc --import
+ * (support/upstream-server.ts), one Troupe at a time (`node --expose-gc --import
  * conversation-support/heap-probe.ts src/main.ts`, with `ulimit -n` raised), and for (a) the
  * socket-holder processes. All are killed when this process ends, however it ends. Before each
- * engine it waits while another benchmark (chat-stream.ts, http-read.ts) runs. Prints markdown
+ * engine it waits while another benchmark (loadtest/gateway.ts) runs. Prints markdown
  * tables and writes loadtest/results/conversations-<timestamp>.json.
  *
  * Environment (defaults in brackets):
@@ -54,29 +54,27 @@
  *   BENCH_MAX_RUN_SEC          hard limit for the whole run [3600]
  *   UWS_NODE                   Node binary that can load uWebSockets.js; else `bash .ci/uws-node.sh`
  */
-import { mkdir, writeFile } from 'node:fs/promises';
 import { totalmem } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { waitForQuiet, type WatchedProcess } from './support/cpu-meter.ts';
-import { formatSrcProfile, summarizeSrcProfile, type SrcProfile } from './support/profile-src.ts';
+import { waitForQuiet, type WatchedProcess } from './support/cpu.ts';
 import { runCrossProcessFanout, type CrossResult } from './conversation-support/cross-process.ts';
 import { runFanout, type FanoutResult } from './conversation-support/fanout.ts';
 import { runIdle, stopIdleClients, type IdlePlan, type IdleResult } from './conversation-support/idle.ts';
-import { requestOnce, runRate, type HttpTarget } from './conversation-support/open-loop.ts';
+import { requestOnce, runLoad, type HttpTarget } from './support/http-load.ts';
 import { canRaiseHardLimits, ephemeralPortCount, hardFileLimit, maxFileLimit, openFileCount, openFileLimit, waitForOtherBenchmarks } from './conversation-support/proc.ts';
 import { compareRate, fanoutJson, fanoutTable, gcInWindow, idleTable, performTable, rateJson, type RateResult } from './conversation-support/report.ts';
 import { createCharacter, probeTroupe, sampleMemory, startTroupe, stopTroupe, type Engine, type MemorySample, type Troupe } from './conversation-support/troupe.ts';
-import { DONE_FRAME, expectedPerformBody, LAST_BODY_PATH, UPSTREAM_READY_MSG } from './conversation-support/wire.ts';
+import { expectedPerformBody, LAST_BODY_PATH, UPSTREAM_READY_MSG } from './support/upstream-reply.ts';
 import { killAllChildren, type Launched } from './support/children.ts';
 import { envFlag, envList, envLogLevel, envNumber, envRates, envText } from './support/env.ts';
 import { launchUpstream } from './support/fake-upstream.ts';
-import { newestProfile } from './support/profile.ts';
+import { formatSrcProfile, newestProfile, summarizeSrcProfile, type SrcProfile } from './support/profile.ts';
+import { RESULTS_DIR, writeResults } from './support/results.ts';
 import { gitState, machine, startRun, uwsEngineNode } from './support/run.ts';
 
 const HERE = dirname(fileURLToPath(import.meta.url));
 const ROOT = resolve(HERE, '..');
-const RESULTS_DIR = join(HERE, 'results');
 const ENGINES = ['node', 'uws'] as const;
 const PARTS = ['sockets', 'fanout', 'fanout-redis', 'perform'] as const;
 type Part = (typeof PARTS)[number];
@@ -270,37 +268,32 @@ async function performLadder(cfg: Config, troupe: Troupe, characterId: string, u
   const perform: HttpTarget = {
     label: 'perform',
     port: Number(new URL(troupe.base).port),
+    method: 'POST',
     path: '/perform',
     headers: { authorization: `Bearer ${troupe.key}`, 'content-type': 'application/json' },
     body: Buffer.from(JSON.stringify({ npcId: characterId, history: [{ role: 'player', content: PLAYER_LINE }] })),
-    check: (status, body) => (status === 200 && body.equals(expected) ? null : `status ${status}: ${body.toString('utf8').slice(0, 200)}`),
+    check: (body) => (body.equals(expected) ? null : body.toString('utf8').slice(0, 200)),
   };
-  const first = await requestOnce(perform, 15_000);
-  if (first.status !== 200 || !first.body.equals(expected)) {
-    throw new Error(`perform pre-flight: expected ${expected.toString('utf8').slice(0, 120)}…, got ${first.status}: ${first.body.toString('utf8').slice(0, 300)}`);
-  }
+  const first = await requestOnce(perform);
+  if (first.failure !== null) throw new Error(`perform pre-flight: expected ${expected.toString('utf8').slice(0, 120)}…, got ${first.failure}: ${first.detail}`);
   // The exact request Troupe made for that perform: the direct path replays it.
   const upstreamBody = await fetchUpstreamBody(upstream);
-  const done = Buffer.from(DONE_FRAME);
   const probeDirect: HttpTarget = {
     label: 'direct',
     port: upstream.port,
+    method: 'POST',
     path: '/v1/chat/completions',
     headers: { authorization: 'Bearer sk-direct-unused', 'content-type': 'application/json', accept: 'text/event-stream' },
     body: upstreamBody,
+    stream: true,
     check: () => null,
   };
-  const directFirst = await requestOnce(probeDirect, 15_000);
+  const directFirst = await requestOnce(probeDirect);
   const directLength = directFirst.body.byteLength;
-  if (directFirst.status !== 200 || !directFirst.body.subarray(-done.byteLength).equals(done)) {
-    throw new Error(`direct pre-flight: ${directFirst.status}: ${directFirst.body.toString('utf8').slice(0, 300)}`);
-  }
+  if (directFirst.failure !== null) throw new Error(`direct pre-flight: ${directFirst.failure}: ${directFirst.detail}`);
   const direct: HttpTarget = {
     ...probeDirect,
-    check: (status, body) =>
-      status === 200 && body.byteLength === directLength && body.subarray(-done.byteLength).equals(done)
-        ? null
-        : `status ${status}, ${body.byteLength} bytes (expected ${directLength}) ending ${JSON.stringify(body.subarray(-40).toString('utf8'))}`,
+    check: (body) => (body.byteLength === directLength ? null : `${body.byteLength} bytes (expected ${directLength}) ending ${JSON.stringify(body.subarray(-40).toString('utf8'))}`),
   };
   run.performPreflight = { directMs: directFirst.ms, performMs: first.ms, upstreamRequestBytes: upstreamBody.byteLength };
   log(`${troupe.engine} perform: pre-flight ok (direct ${directFirst.ms.toFixed(1)} ms, perform ${first.ms.toFixed(1)} ms; Troupe's upstream request is ${upstreamBody.byteLength} bytes)`);
@@ -310,15 +303,8 @@ async function performLadder(cfg: Config, troupe: Troupe, characterId: string, u
   const firstResult = run.perform.length;
   for (const rate of cfg.performRates) {
     await quiet(cfg, watch, `${troupe.engine} perform @ ${rate} req/s`);
-    const [d, p] = await runRate([direct, perform], {
-      rate,
-      warmupSec: cfg.performWarmupSec,
-      durationSec: cfg.performDurationSec,
-      timeoutMs: 10_000,
-      maxSockets: 1024,
-      watch,
-    });
-    if (!d || !p) throw new Error('runRate returned fewer results than targets');
+    const [d, p] = await runLoad([direct, perform], { rate, warmupSec: cfg.performWarmupSec, durationSec: cfg.performDurationSec, watch });
+    if (!d || !p) throw new Error('runLoad returned fewer results than targets');
     const result = compareRate(troupe.engine, d, p, cfg.maxP99Ms);
     run.perform.push(result);
     log(
@@ -474,7 +460,7 @@ async function main(): Promise<void> {
 
   const upstream = await launchUpstream({
     loadtestDir: HERE,
-    script: 'conversation-support/upstream.ts',
+    script: 'support/upstream-server.ts',
     env: {
       BENCH_REPLY_TOKENS: String(cfg.performTokens),
       BENCH_REPLY_GAP_MS: String(cfg.performGapMs),
@@ -608,11 +594,8 @@ async function main(): Promise<void> {
     ...runs.filter((r) => r.waitedForOthers.waitedSec > 1).map((r) => `${r.engine}: waited ${r.waitedForOthers.waitedSec.toFixed(0)} s for another benchmark to finish first.`),
     `Total run time: ${elapsedSec.toFixed(1)} s.`,
   );
+  for (const r of runs) if (r.profile) out.push('', formatSrcProfile(r.profile, `${r.engine}, perform windows`));
   process.stdout.write(`${out.join('\n')}\n`);
-  for (const r of runs) if (r.profile) process.stdout.write(`\n${formatSrcProfile(r.profile, `${r.engine}, perform windows`)}\n`);
-
-  await mkdir(RESULTS_DIR, { recursive: true });
-  const file = join(RESULTS_DIR, `conversations-${stamp}.json`);
   const json = {
     context,
     config: cfg,
@@ -632,8 +615,8 @@ async function main(): Promise<void> {
       profile: r.profile,
     })),
   };
-  await writeFile(file, `${JSON.stringify(json, null, 2)}\n`);
-  process.stdout.write(`\nResults written to ${file}\n`);
+  const paths = await writeResults('conversations', stamp, json, out.join('\n'));
+  process.stdout.write(`\nResults written to ${paths.json} and ${paths.markdown}\n`);
   if (runs.some((r) => r.errors.length > 0)) process.exitCode = 1;
 }
 

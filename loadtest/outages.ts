@@ -34,10 +34,10 @@
  * A scenario with a timeout or a lost, duplicated or reordered message keeps its Troupe logs in
  * loadtest/results/outages-<stamp>-logs/.
  */
-import { mkdir, writeFile } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { envList, envNumber, envRates, envText } from './support/env.ts';
+import { writeResults } from './support/results.ts';
 import { gitState, machine, startRun } from './support/run.ts';
 import { markdown, type ScenarioResult } from './outage-support/report.ts';
 import { postgresOutage, processKill, redisRestart, rollingRestart, type Settings } from './outage-support/scenarios.ts';
@@ -91,7 +91,8 @@ for (const name of scenarios) {
 disarm();
 
 const host = machine();
-process.stdout.write(`\n${markdown(results)}\n\n${results[0]?.engine ?? '?'} engine; ${settings.conversations} conversations, ${settings.replyChunks} chunks × ${settings.chunkDelayMs} ms per reply, ${settings.thinkMs} ms between rounds, ${settings.readRate} reads/s per process; ${host.cpus} CPUs (${host.cpuModel}), node ${host.node}; ${Math.round((Date.now() - started) / 1000)} s in all.\n`);
+const report = `${markdown(results)}\n\n${results[0]?.engine ?? '?'} engine; ${settings.conversations} conversations, ${settings.replyChunks} chunks × ${settings.chunkDelayMs} ms per reply, ${settings.thinkMs} ms between rounds, ${settings.readRate} reads/s per process; ${host.cpus} CPUs (${host.cpuModel}), node ${host.node}; ${Math.round((Date.now() - started) / 1000)} s in all.`;
+process.stdout.write(`\n${report}\n`);
 for (const f of failures) process.stdout.write(`\nFAILED: ${f.scenario}: ${f.error}\n`);
 for (const r of results) {
   const odd = r.incidents.map((i) => `${i.tag} via ${i.node}: ${i.answer} after ${i.tookMs} ms, sent ${i.sentMs} ms after the fault; ${i.stored ? (i.answered ? 'stored and answered' : 'stored, unanswered') : 'not stored'}`);
@@ -100,10 +101,8 @@ for (const r of results) {
   if (examples.length) process.stdout.write(`\n${r.scenario}, examples:\n${examples.map((e) => `  - ${e}`).join('\n')}\n`);
 }
 
-await mkdir(join(ROOT, 'loadtest', 'results'), { recursive: true });
-const file = join(ROOT, 'loadtest', 'results', `outages-${stamp}.json`);
 const redact = (url: string) => url.replace(/\/\/([^:@/]*):[^@/]*@/, '//$1:***@');
 const config = { ...settings, databaseUrl: redact(settings.databaseUrl), scenarios, failovers, pgModes };
-await writeFile(file, `${JSON.stringify({ benchmark: 'outages', stamp, config, machine: host, git: await gitState(ROOT), results, failures }, null, 2)}\n`);
-log(`wrote ${file}`);
+const paths = await writeResults('outages', stamp, { benchmark: 'outages', stamp, config, machine: host, git: await gitState(ROOT), results, failures }, report);
+log(`wrote ${paths.json}`);
 process.exitCode = failures.length > 0 ? 1 : 0;

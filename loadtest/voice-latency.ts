@@ -16,7 +16,6 @@
  * Excluded: the speech server's and the LLM's own time. Needs flite and pocketsphinx. Writes
  * loadtest/results/voice-latency-<stamp>.json and prints a Markdown table.
  */
-import { mkdir, writeFile } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
@@ -31,6 +30,7 @@ import { RoomVoiceAgent } from '../src/voice/room-voice-agent.ts';
 import { SpeechClient, TTS_SAMPLE_RATE, type SynthesisOptions } from '../src/voice/speech.ts';
 import { missingSpeechTools, startSpeechServer } from '../test/support/speech-server.ts';
 import { startV1Fixture } from '../test/support/v1.ts';
+import { writeResults } from './support/results.ts';
 import { gitState, machine, startRun } from './support/run.ts';
 import { roundSummary, summarize } from './support/stats.ts';
 
@@ -150,9 +150,6 @@ async function main(): Promise<void> {
       endOfSpeechToFirstFrame: roundSummary(summarize(samples.total)),
     },
   };
-  await mkdir(join(ROOT, 'loadtest', 'results'), { recursive: true });
-  const file = join(ROOT, 'loadtest', 'results', `voice-latency-${run.stamp}.json`);
-  await writeFile(file, `${JSON.stringify(result, null, 2)}\n`);
   const p95 = (values: number[]) => {
     const sorted = [...values].sort((x, y) => x - y);
     return sorted[Math.max(0, Math.ceil(0.95 * sorted.length) - 1)] ?? Number.NaN;
@@ -161,21 +158,18 @@ async function main(): Promise<void> {
     const s = summarize(values);
     return `| ${name} | ${s.p50.toFixed(1)} | ${p95(values).toFixed(1)} | ${s.max.toFixed(1)} | ${budgeted ? (p95(values) <= BUDGET_MS ? 'within' : '**over**') : ''} |`;
   };
-  process.stdout.write(
-    [
-      `Troupe's share of a voice turn, ${turns} turns, ms (budget: p95 <= ${BUDGET_MS} ms each):`,
-      '',
-      '| segment | p50 | p95 | max | budget |',
-      '| --- | ---: | ---: | ---: | --- |',
-      row('a. end of speech -> LLM request', samples.a, true),
-      row('b. first sentence complete -> TTS request', samples.b, true),
-      row('c. first TTS bytes -> first audio frame', samples.c, true),
-      row('end of speech -> first audio frame (all of it, speech server and fake LLM included)', samples.total, false),
-      '',
-      `wrote ${file}`,
-      '',
-    ].join('\n'),
-  );
+  const markdown = [
+    `Troupe's share of a voice turn, ${turns} turns, ms (budget: p95 <= ${BUDGET_MS} ms each):`,
+    '',
+    '| segment | p50 | p95 | max | budget |',
+    '| --- | ---: | ---: | ---: | --- |',
+    row('a. end of speech -> LLM request', samples.a, true),
+    row('b. first sentence complete -> TTS request', samples.b, true),
+    row('c. first TTS bytes -> first audio frame', samples.c, true),
+    row('end of speech -> first audio frame (all of it, speech server and fake LLM included)', samples.total, false),
+  ].join('\n');
+  const paths = await writeResults('voice-latency', run.stamp, result, markdown);
+  process.stdout.write(`${markdown}\n\nwrote ${paths.json}\n\n`);
   link.close();
   await agent.close();
   await characterVoice.close();

@@ -11,10 +11,10 @@
 import { execFile } from 'node:child_process';
 import { promisify } from 'node:util';
 import { createTempDatabase } from '../../test/support/databases.ts';
-import type { WatchedProcess } from '../support/cpu-meter.ts';
+import type { WatchedProcess } from '../support/cpu.ts';
 import { runFanout, type FanoutOptions, type FanoutResult } from './fanout.ts';
 import { api, createCharacter, newBootstrapKey, startTroupe, stopTroupe, type Troupe, type TroupeOptions } from './troupe.ts';
-import { STAMP_PREFIX } from './wire.ts';
+import { STAMP_PREFIX } from '../support/upstream-reply.ts';
 
 const execFileAsync = promisify(execFile);
 

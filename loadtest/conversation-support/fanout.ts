@@ -1,7 +1,7 @@
 /**
  * Part (b): chunk fan-out to the subscribers of one conversation. `subscribers` WebSockets (in
  * this process) join one conversation; messages are posted over HTTP; the upstream streams
- * stamped chunks (see wire.ts). For every chunk we record when each subscriber received it,
+ * stamped chunks (see support/upstream-reply.ts). For every chunk we record when each subscriber received it,
  * timestamping in the `message` handler before anything else (parsing waits until the message
  * is over), and derive:
  *   - spread: last subscriber's arrival minus the first's, per chunk;
@@ -17,11 +17,11 @@
  */
 import { performance } from 'node:perf_hooks';
 import { WebSocket } from 'ws';
-import { startCpuWindow, type CpuWindow, type WatchedProcess } from '../support/cpu-meter.ts';
+import { startCpuWindow, type CpuWindow, type WatchedProcess } from '../support/cpu.ts';
 import { summarize, type Summary } from '../support/stats.ts';
 import { delay } from '../support/children.ts';
 import { api, wsUrl, type Troupe } from './troupe.ts';
-import { parseStamps, STAMP_PREFIX } from './wire.ts';
+import { parseStamps, STAMP_PREFIX } from '../support/upstream-reply.ts';
 
 export interface FanoutOptions {
   subscribers: number;

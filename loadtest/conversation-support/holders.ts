@@ -7,6 +7,7 @@ import { dirname, join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 import { spawnTracked, tailKeeper } from '../support/children.ts';
+import { troupeEnv } from '../support/troupe-env.ts';
 import { withFileLimit } from './proc.ts';
 
 const HERE = dirname(fileURLToPath(import.meta.url));
@@ -46,7 +47,7 @@ export interface Holder {
 
 export async function startHolder(name: string, fdLimit: number, localAddress: string, cwd: string): Promise<Holder> {
   const { command, args } = withFileLimit(fdLimit, process.execPath, ['--expose-gc', join(HERE, 'socket-holder.ts')]);
-  const { child, exited } = spawnTracked({ command, args, cwd, env: process.env, stdin: 'pipe' });
+  const { child, exited } = spawnTracked({ command, args, cwd, env: troupeEnv({}), stdin: 'pipe' });
   const { remember, tail } = tailKeeper();
   child.stderr.setEncoding('utf8');
   child.stderr.on('data', remember);

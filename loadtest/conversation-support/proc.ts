@@ -102,7 +102,7 @@ export function withFileLimit(limit: number, command: string, args: readonly str
 }
 
 /** Command lines of other benchmarks that must not run at the same time as this one. */
-export const OTHER_BENCHMARKS = ['chat-stream.ts', 'http-read.ts'];
+export const OTHER_BENCHMARKS = ['loadtest/gateway.ts'];
 
 async function othersRunning(): Promise<string[]> {
   const found: string[] = [];
@@ -136,11 +136,6 @@ export async function waitForOtherBenchmarks(
     log(`another benchmark is running (${running.join('; ')}): waiting (${Math.round(waitedSec)} s of at most ${maxWaitSec} s)`);
     await delay(everySec * 1000);
   }
-}
-
-/** CLOCK_MONOTONIC in microseconds, as a bigint: shared by every process on the machine. */
-export function monotonicMicros(): bigint {
-  return process.hrtime.bigint() / 1000n;
 }
 
 /** CLOCK_MONOTONIC in milliseconds (float). */

@@ -1,9 +1,9 @@
 /** Summaries and markdown tables of the conversations benchmark. */
-import type { CpuWindow } from '../support/cpu-meter.ts';
+import type { CpuWindow } from '../support/cpu.ts';
 import { round3, roundSummary, splitHalfSpread, summarize, type Summary } from '../support/stats.ts';
 import type { FanoutResult } from './fanout.ts';
 import type { IdleResult } from './idle.ts';
-import type { RateRaw } from './open-loop.ts';
+import type { TargetRun as RateRaw } from '../support/http-load.ts';
 
 export interface PathSummary {
   target: string;
@@ -63,18 +63,18 @@ export const GENERATOR_MAX_LAG_P99_MS = 5;
 export function summarizePath(raw: RateRaw): PathSummary {
   const errorCount = Object.values(raw.errors).reduce((a, b) => a + b, 0);
   return {
-    target: raw.target,
+    target: raw.label,
     scheduled: raw.scheduled,
     ok: raw.ok,
     errorCount,
     errors: raw.errors,
     errorSamples: raw.errorSamples,
     achievedRps: raw.achievedRps,
-    latency: summarize(raw.latency),
-    p99Noise: splitHalfSpread(raw.latency, 99),
+    latency: summarize(raw.total),
+    p99Noise: splitHalfSpread(raw.total, 99),
     lag: summarize(raw.lag),
     maxInFlight: raw.maxInFlight,
-    slowest: raw.latency
+    slowest: raw.total
       .map((ms, i) => ({ ms, atSec: (raw.scheduledAt[i] ?? Number.NaN) / 1000 }))
       .sort((a, b) => b.ms - a.ms)
       .slice(0, 10)
@@ -103,8 +103,8 @@ export function compareRate(engine: string, direct: RateRaw, perform: RateRaw, m
     },
     sustained: verdict.length === 0,
     verdict,
-    generatorSuspect: Math.max(d.lag.p99, p.lag.p99) > GENERATOR_MAX_LAG_P99_MS || direct.cpu.benchEventLoop > 0.9,
-    cpu: direct.cpu,
+    generatorSuspect: Math.max(d.lag.p99, p.lag.p99) > GENERATOR_MAX_LAG_P99_MS || (direct.cpu?.benchEventLoop ?? 0) > 0.9,
+    cpu: direct.cpu ?? { children: {}, bench: 0, benchEventLoop: 0, other: null, machine: null },
     monotonicUs: direct.monotonicUs,
     gc: null,
   };

@@ -8,12 +8,10 @@ import { readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
-import { freePort, launchPolled } from '../support/polled-child.ts';
-import type { Launched } from '../support/children.ts';
 import { delay } from '../support/children.ts';
-import { troupeEnv } from '../support/troupe-env.ts';
+import { callJson, createCharacter, startTroupe as startHarnessTroupe, type Troupe as HarnessTroupe } from '../support/troupe.ts';
 import { openFileLimit, processMemory, withFileLimit } from './proc.ts';
-import { BENCH_MODEL } from './wire.ts';
+import { BENCH_MODEL } from '../support/upstream-reply.ts';
 
 const HERE = dirname(fileURLToPath(import.meta.url));
 export type Engine = 'node' | 'uws';
@@ -38,10 +36,7 @@ export interface TroupeOptions {
   name?: string;
 }
 
-export interface Troupe {
-  child: Launched;
-  key: string;
-  base: string;
+export interface Troupe extends HarnessTroupe {
   engine: Engine;
   logLevel: string;
   /** The soft open-files limit Troupe actually got. */
@@ -54,39 +49,26 @@ export function newBootstrapKey(): string {
 }
 
 export async function startTroupe(options: TroupeOptions): Promise<Troupe> {
-  const key = options.key ?? newBootstrapKey();
-  const port = await freePort();
   const probeFile = join(tmpdir(), `troupe-conv-bench-heap-${process.pid}-${options.engine}-${randomBytes(4).toString('hex')}.json`);
-  const env = troupeEnv({
-    PORT: String(port),
-    HOST: '127.0.0.1',
-    HTTP_ENGINE: options.engine,
-    ...(options.databaseUrl ? { DATABASE_URL: options.databaseUrl } : { TROUPE_DATA_DIR: 'memory://' }),
-    ...(options.redisUrl ? { REDIS_URL: options.redisUrl } : {}),
-    TROUPE_BOOTSTRAP_KEY: key,
-    LOG_LEVEL: options.logLevel,
-    INFERENCE_BASE_URL: options.upstreamUrl,
-    INFERENCE_MODEL: BENCH_MODEL,
-    INFERENCE_MAX_RETRIES: '0',
-    BENCH_HEAP_PROBE_FILE: probeFile,
-  });
   const nodeArgs = ['--expose-gc', '--import', pathToFileURL(join(HERE, 'heap-probe.ts')).href];
   if (options.cpuProfDir) nodeArgs.push('--cpu-prof', `--cpu-prof-dir=${options.cpuProfDir}`);
-  const { command, args } = withFileLimit(options.fdLimit, options.nodeBinary, [...nodeArgs, 'src/main.ts']);
-  const child = await launchPolled({
-    name: options.name ?? `troupe-${options.engine}`,
-    command,
-    args,
-    env,
-    cwd: options.root,
-    port,
+  const troupe = await startHarnessTroupe({
+    engine: options.engine,
+    nodeBinary: options.nodeBinary,
+    logLevel: options.logLevel,
+    upstream: { url: options.upstreamUrl, model: BENCH_MODEL },
+    settings: {
+      ...(options.databaseUrl ? { DATABASE_URL: options.databaseUrl } : {}),
+      ...(options.redisUrl ? { REDIS_URL: options.redisUrl } : {}),
+      BENCH_HEAP_PROBE_FILE: probeFile,
+    },
+    nodeArgs,
+    key: options.key ?? newBootstrapKey(),
+    name: options.name,
     readyTimeoutMs: options.readyTimeoutMs,
+    wrap: (command, args) => withFileLimit(options.fdLimit, command, args),
   });
-  if (child.readyInfo.engine !== options.engine) {
-    await child.stop(5_000);
-    throw new Error(`troupe-${options.engine}: Troupe answers as engine '${String(child.readyInfo.engine)}'`);
-  }
-  return { child, key, base: `http://127.0.0.1:${port}`, engine: options.engine, logLevel: options.logLevel, fdLimit: openFileLimit(child.pid), probeFile };
+  return { ...troupe, engine: options.engine, logLevel: options.logLevel, fdLimit: openFileLimit(troupe.child.pid), probeFile };
 }
 
 export async function stopTroupe(troupe: Troupe, graceMs: number): Promise<string> {
@@ -195,25 +177,11 @@ async function readProbe(file: string): Promise<ProbeReport | null> {
   }
 }
 
-const HTTP_TIMEOUT_MS = 15_000;
-
 export async function api<T>(troupe: Troupe, method: string, path: string, body: unknown, expected: number): Promise<T> {
-  const res = await fetch(`${troupe.base}${path}`, {
-    method,
-    headers: { authorization: `Bearer ${troupe.key}`, 'content-type': 'application/json' },
-    body: body === undefined ? undefined : JSON.stringify(body),
-    signal: AbortSignal.timeout(HTTP_TIMEOUT_MS),
-  });
-  const text = await res.text();
-  if (res.status !== expected) throw new Error(`${method} ${path}: expected ${expected}, got ${res.status}: ${text.slice(0, 300)}`);
-  return JSON.parse(text) as T;
+  return (await callJson(troupe, method, path, body, expected)) as T;
 }
 
-export async function createCharacter(troupe: Troupe, name: string): Promise<string> {
-  const created = await api<{ id?: unknown }>(troupe, 'POST', '/characters', { name }, 201);
-  if (typeof created.id !== 'string') throw new Error('POST /characters returned no id');
-  return created.id;
-}
+export { createCharacter };
 
 export async function createConversations(troupe: Troupe, characterId: string, count: number, concurrency = 8): Promise<string[]> {
   const ids: string[] = new Array<string>(count);

@@ -1,15 +1,15 @@
 /**
- * Baseline: the smallest node:http server that answers every GET with a fixed JSON body.
+ * Baseline: the smallest node:http server that answers every GET with the JSON body in
+ * BENCH_BODY (the benchmark passes the real Character JSON, so both send the same bytes).
  * Listens on 127.0.0.1 and an ephemeral port unless BENCH_PORT is set; prints
  * `{"msg":"bare listening","engine":"node","port":N}`.
  */
 import { createServer } from 'node:http';
 import { intEnv, listenAndAnnounce } from './fake-upstream.ts';
-import { BARE_READY_MSG, JSON_CONTENT_TYPE, SAMPLE_CHARACTER_BODY } from './sample-body.ts';
 
-const body = Buffer.from(process.env.BENCH_BODY || SAMPLE_CHARACTER_BODY);
+const body = Buffer.from(process.env.BENCH_BODY ?? '{}');
 const port = intEnv('BENCH_PORT', 0);
-const headers = { 'content-type': JSON_CONTENT_TYPE, 'content-length': String(body.byteLength) };
+const headers = { 'content-type': 'application/json; charset=utf-8', 'content-length': String(body.byteLength) };
 
 const server = createServer((req, res) => {
   if (req.method !== 'GET') {
@@ -20,4 +20,4 @@ const server = createServer((req, res) => {
   res.end(body);
 });
 // Same keep-alive setting as Troupe's node engine (65 s).
-listenAndAnnounce(server, port, BARE_READY_MSG, { engine: 'node' });
+listenAndAnnounce(server, port, 'bare listening', { engine: 'node' });

@@ -1,18 +1,18 @@
 /**
- * Baseline: the smallest uWebSockets.js server that answers every GET with a fixed JSON body.
+ * Baseline: the smallest uWebSockets.js server that answers every GET with the JSON body in
+ * BENCH_BODY (the benchmark passes the real Character JSON, so both send the same bytes).
  * Run with a Node that can load uWS (see .ci/uws-node.sh). Listens on 127.0.0.1 and an ephemeral
  * port unless BENCH_PORT is set; prints `{"msg":"bare listening","engine":"uws","port":N}`.
  */
 import uWS from 'uWebSockets.js';
-import { BARE_READY_MSG, JSON_CONTENT_TYPE, SAMPLE_CHARACTER_BODY } from './sample-body.ts';
 
-const body = process.env.BENCH_BODY || SAMPLE_CHARACTER_BODY;
+const body = process.env.BENCH_BODY ?? '{}';
 const port = Number(process.env.BENCH_PORT ?? 0);
 
 const app = uWS.App();
 app.get('/*', (res) => {
   // Synchronous reply inside the handler: uWS corks it already.
-  res.writeHeader('content-type', JSON_CONTENT_TYPE);
+  res.writeHeader('content-type', 'application/json; charset=utf-8');
   res.end(body);
 });
 app.any('/*', (res) => {
@@ -33,6 +33,6 @@ app.listen('127.0.0.1', port, (socket) => {
   process.on('SIGTERM', stop);
   process.on('SIGINT', stop);
   process.stdout.write(
-    `${JSON.stringify({ msg: BARE_READY_MSG, engine: 'uws', port: uWS.us_socket_local_port(socket) })}\n`,
+    `${JSON.stringify({ msg: 'bare listening', engine: 'uws', port: uWS.us_socket_local_port(socket) })}\n`,
   );
 });

@@ -1,4 +1,5 @@
 import { readFileSync } from 'node:fs';
+import { performance } from 'node:perf_hooks';
 
 /**
  * CPU accounting from /proc (Linux), to tell who was busy during a run: the server, the load
@@ -22,7 +23,7 @@ export function processCpuSeconds(pid: number | undefined): number | null {
 }
 
 /** Busy CPU seconds of the whole machine, summed over all CPUs (everything but idle and iowait). */
-export function systemBusySeconds(): number | null {
+function systemBusySeconds(): number | null {
   try {
     const line = readFileSync('/proc/stat', 'utf8').split('\n', 1)[0] ?? '';
     const [label, ...rest] = line.trim().split(/\s+/);
@@ -36,47 +37,75 @@ export function systemBusySeconds(): number | null {
   }
 }
 
-export interface CpuShares {
-  /** % of one core used by the server child. */
-  serverPercent: number | null;
-  /** % of one core used by this process (autocannon and the stdout drain). */
-  benchPercent: number;
-  /** % of one core used by everything else on the machine (other jobs skew the numbers). */
-  otherPercent: number | null;
+/** CPU use over one measured window, in % of one core (200% = both cores of a 2-core machine). */
+export interface CpuWindow {
+  /** Per watched child process, by name. */
+  children: Record<string, number | null>;
+  /** This process: the load generator (and the drain of the children's stdout). */
+  bench: number;
+  /** Event-loop utilisation of this process, 0..1: near 1 means the generator itself is saturated. */
+  benchEventLoop: number;
+  /** Everything else on the machine, kernel loopback work included. */
+  other: number | null;
+  /** Whole machine. */
+  machine: number | null;
 }
 
-/** Starts measuring; call the returned function when the run is over. */
-export function startCpuMeter(serverPid: number | undefined): () => CpuShares {
-  const t0 = process.hrtime.bigint();
-  const server0 = processCpuSeconds(serverPid);
-  const bench0 = process.cpuUsage();
-  const system0 = systemBusySeconds();
+export interface WatchedProcess {
+  name: string;
+  pid: number;
+}
+
+export function startCpuWindow(watched: readonly WatchedProcess[]): () => CpuWindow {
+  const t0 = performance.now();
+  const child0 = watched.map((w) => processCpuSeconds(w.pid));
+  const self0 = process.cpuUsage();
+  const elu0 = performance.eventLoopUtilization();
+  const sys0 = systemBusySeconds();
   return () => {
-    const wall = Number(process.hrtime.bigint() - t0) / 1e9;
-    const server1 = processCpuSeconds(serverPid);
-    const benchUsage = process.cpuUsage(bench0);
-    const system1 = systemBusySeconds();
-    const server = server0 === null || server1 === null ? null : server1 - server0;
-    const bench = (benchUsage.user + benchUsage.system) / 1e6;
-    const system = system0 === null || system1 === null ? null : system1 - system0;
-    const pct = (seconds: number) => (100 * seconds) / wall;
+    const wallSec = (performance.now() - t0) / 1000;
+    const pct = (seconds: number) => (100 * seconds) / wallSec;
+    const children: Record<string, number | null> = {};
+    let childSum = 0;
+    let childKnown = true;
+    watched.forEach((w, i) => {
+      const before = child0[i];
+      const after = processCpuSeconds(w.pid);
+      if (before === null || before === undefined || after === null) {
+        children[w.name] = null;
+        childKnown = false;
+        return;
+      }
+      children[w.name] = pct(after - before);
+      childSum += after - before;
+    });
+    const self = process.cpuUsage(self0);
+    const selfSec = (self.user + self.system) / 1e6;
+    const sys1 = systemBusySeconds();
+    const machineSec = sys0 === null || sys1 === null ? null : sys1 - sys0;
     return {
-      serverPercent: server === null ? null : pct(server),
-      benchPercent: pct(bench),
-      otherPercent: system === null || server === null ? null : Math.max(0, pct(system - server - bench)),
+      children,
+      bench: pct(selfSec),
+      benchEventLoop: performance.eventLoopUtilization(elu0).utilization,
+      other: machineSec === null || !childKnown ? null : Math.max(0, pct(machineSec - childSum - selfSec)),
+      machine: machineSec === null ? null : pct(machineSec),
     };
   };
 }
 
-/** % of one core the machine is busy with while this process sleeps: the background load. */
-export async function sampleBackgroundPercent(ms: number): Promise<number | null> {
-  const before = systemBusySeconds();
-  const self0 = process.cpuUsage();
-  const t0 = process.hrtime.bigint();
-  await new Promise((resolve) => setTimeout(resolve, ms));
-  const after = systemBusySeconds();
-  const self = process.cpuUsage(self0);
-  const wall = Number(process.hrtime.bigint() - t0) / 1e9;
-  if (before === null || after === null) return null;
-  return Math.max(0, (100 * (after - before - (self.user + self.system) / 1e6)) / wall);
+/**
+ * On a shared machine: waits (at most `maxWaitSec`) until the rest of the machine uses less than
+ * `thresholdPercent` of a core over one second, so a phase does not start in the middle of
+ * someone else's burst. Returns the last sample and how long it waited; with maxWaitSec 0 it
+ * only samples.
+ */
+export async function waitForQuiet(maxWaitSec: number, thresholdPercent: number, watched: readonly WatchedProcess[]): Promise<{ otherPercent: number | null; waitedSec: number }> {
+  const t0 = performance.now();
+  for (;;) {
+    const stop = startCpuWindow(watched);
+    await new Promise((resolve) => setTimeout(resolve, 1_000));
+    const other = stop().other;
+    const waitedSec = (performance.now() - t0) / 1000;
+    if (other === null || other < thresholdPercent || waitedSec >= maxWaitSec) return { otherPercent: other, waitedSec };
+  }
 }

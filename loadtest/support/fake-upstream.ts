@@ -8,6 +8,7 @@ import type { IncomingMessage, Server, ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import { launch, type Launched } from './children.ts';
+import { troupeEnv } from './troupe-env.ts';
 
 /** An integer >= 0 from the environment, or `fallback` when unset. */
 export function intEnv(name: string, fallback: number): number {
@@ -73,7 +74,7 @@ export function launchUpstream(options: { loadtestDir: string; script: string; e
     name: 'upstream',
     command: process.execPath,
     args: [join(options.loadtestDir, options.script)],
-    env: { ...process.env, BENCH_UPSTREAM_PORT: '0', ...options.env },
+    env: troupeEnv({ BENCH_UPSTREAM_PORT: '0', ...options.env }),
     cwd: options.cwd,
     readyMsg: options.readyMsg,
     readyTimeoutMs: 30_000,

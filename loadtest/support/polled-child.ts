@@ -1,6 +1,6 @@
 /**
- * Starts Troupe when its stdout will not say where it listens: below LOG_LEVEL=info the
- * `troupe listening` line is not logged, so loadtest/support/children.ts cannot wait for it.
+ * Starts a server whose stdout will not say where it listens (Troupe below LOG_LEVEL=info does not
+ * log `troupe listening`; Portkey's gateway prints no port), so children.ts cannot wait for it.
  * Here the port is chosen up front (a free ephemeral port on 127.0.0.1, handed over as PORT)
  * and readiness is polled on GET /healthz. The child is spawned and tracked by children.ts (so
  * it is killed with the others, however this process exits), and its output is drained.
@@ -28,6 +28,8 @@ export interface PolledLaunchOptions {
   cwd: string;
   port: number;
   readyTimeoutMs: number;
+  /** Answers 200 once the child is ready (default /healthz). */
+  healthPath?: string;
 }
 
 export async function launchPolled(options: PolledLaunchOptions): Promise<Launched> {
@@ -43,7 +45,7 @@ export async function launchPolled(options: PolledLaunchOptions): Promise<Launch
   });
   child.stderr.on('data', (text: string) => remember(text));
 
-  const url = `http://127.0.0.1:${options.port}/healthz`;
+  const url = `http://127.0.0.1:${options.port}${options.healthPath ?? '/healthz'}`;
   const deadline = Date.now() + options.readyTimeoutMs;
   let headers: Headers | null = null;
   while (headers === null) {

@@ -55,7 +55,7 @@ export async function newestProfile(dir: string): Promise<string | null> {
   return last === undefined ? null : join(dir, last);
 }
 
-export async function summarizeProfile(
+async function summarizeProfile(
   file: string,
   window: { start: number; end: number } | null,
   top = 15,
@@ -151,23 +151,49 @@ function moduleKey(frame: CallFrame): string {
   return url;
 }
 
-export function formatProfile(summary: ProfileSummary, label: string): string {
+/**
+ * The same profile over the measured windows, frames ranked by self time overall and within the
+ * project's own code (src/). Percentages are of the busy samples (everything but "(idle)"),
+ * because Troupe idles while other targets are measured.
+ */
+export interface SrcProfile {
+  file: string;
+  samples: number;
+  busySamples: number;
+  topSelf: FrameShare[];
+  topSrcSelf: FrameShare[];
+  topSrcInclusive: FrameShare[];
+  modulesSelf: FrameShare[];
+}
+
+const ALL = 1_000_000;
+
+export async function summarizeSrcProfile(file: string, window: { start: number; end: number } | null, top = 12): Promise<SrcProfile> {
+  const summary = await summarizeProfile(file, window, ALL);
+  const idle = summary.topSelf.find((f) => f.frame === '(idle)')?.samples ?? 0;
+  const busy = Math.max(1, summary.samplesInWindow - idle);
+  const rebase = (rows: FrameShare[]) => rows.map((r) => ({ ...r, percent: (100 * r.samples) / busy }));
+  const isSrc = (f: FrameShare) => / src\//.test(f.frame);
+  return {
+    file,
+    samples: summary.samplesInWindow,
+    busySamples: busy,
+    topSelf: rebase(summary.topSelf.filter((f) => f.frame !== '(idle)').slice(0, top)),
+    topSrcSelf: rebase(summary.topSelf.filter(isSrc).slice(0, top)),
+    topSrcInclusive: rebase(summary.topInclusive.filter(isSrc).slice(0, top)),
+    modulesSelf: rebase(summary.topModulesSelf.filter((f) => f.frame !== '(idle)').slice(0, top)),
+  };
+}
+
+export function formatSrcProfile(p: SrcProfile, label: string): string {
   const section = (title: string, rows: FrameShare[]) =>
     [`  ${title}:`, ...rows.map((r) => `    ${r.percent.toFixed(1).padStart(5)}%  ${r.frame}`)].join('\n');
   return [
-    `CPU profile of ${label}: ${summary.file}`,
-    `  ${summary.samplesInWindow} samples ${summary.windowApplied ? 'during the measured run' : '(whole process lifetime)'}`,
-    section('top frames by self time', summary.topSelf),
-    section('top frames by inclusive time', summary.topInclusive),
-    section('self time by module/package', summary.topModulesSelf),
+    `CPU profile of Troupe (${label}): ${p.file}`,
+    `  ${p.samples} samples in the measured windows, ${p.busySamples} busy (not idle); % of busy samples`,
+    section('top frames by self time (all code)', p.topSelf),
+    section('top src/ frames by self time', p.topSrcSelf),
+    section('top src/ frames by inclusive time', p.topSrcInclusive),
+    section('self time by package / file', p.modulesSelf),
   ].join('\n');
 }
-
-/** How to read the meta frames, printed once after the profiles. */
-export const PROFILE_FOOTNOTE = [
-  'Reading the profiles: "(idle)" is time V8 spends outside JS while libuv polls. Under uWS it also',
-  "covers uWS's native socket reads/writes and HTTP parsing, which run inside that poll phase, so a",
-  'uWS server shows much "(idle)" even when busy. "writev" is the socket write syscall of node:http',
-  '(on loopback it includes the kernel delivering the bytes to the client). Percentages are of all',
-  'samples taken during the measured run.',
-].join('\n');

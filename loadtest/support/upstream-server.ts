@@ -1,6 +1,8 @@
 /**
- * OpenAI-compatible upstream for the conversations benchmark, run as its own process so its work
- * is not on the load generator's event loop. See wire.ts for the two kinds of reply.
+ * The benchmarks' fake OpenAI-compatible upstream, run as its own process so its work is not on
+ * the load generator's event loop. See upstream-reply.ts for the two kinds of reply. A
+ * non-streamed reply is sent at once; a streamed one writes its first frame at once and the
+ * others BENCH_REPLY_GAP_MS apart.
  *
  * Environment:
  *   BENCH_UPSTREAM_PORT   port on 127.0.0.1 (default 0: any free one)
@@ -11,8 +13,7 @@
  * Prints `{"msg":"conversations bench upstream listening","port":N}` on stdout once it listens.
  */
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
-import { intEnv, listenAndAnnounce, modelsBody, notFound, readBody, sendError, sendJson, SSE_HEADERS } from '../support/fake-upstream.ts';
-import { monotonicMicros } from './proc.ts';
+import { intEnv, listenAndAnnounce, modelsBody, notFound, readBody, sendError, sendJson, SSE_HEADERS } from './fake-upstream.ts';
 import {
   BENCH_MODEL,
   chunkFrame,
@@ -23,7 +24,7 @@ import {
   STAMP_PREFIX,
   stampText,
   UPSTREAM_READY_MSG,
-} from './wire.ts';
+} from './upstream-reply.ts';
 
 const port = intEnv('BENCH_UPSTREAM_PORT', 0);
 const replyTokens = intEnv('BENCH_REPLY_TOKENS', 40);
@@ -31,7 +32,7 @@ const replyGapMs = intEnv('BENCH_REPLY_GAP_MS', 0);
 const stampTokens = Math.max(1, intEnv('BENCH_STAMP_TOKENS', 40));
 const stampGapMs = intEnv('BENCH_STAMP_GAP_MS', 5);
 
-const MODELS_BODY = modelsBody(BENCH_MODEL, 'conv-bench');
+const MODELS_BODY = modelsBody(BENCH_MODEL, 'troupe-bench');
 
 /** Fixed-reply frames per model, built once. */
 const framesByModel = new Map<string, Buffer[]>();
@@ -152,7 +153,7 @@ function streamStamped(res: ServerResponse, model: string): void {
     res,
     stampTokens,
     (i) => {
-      const frame = chunkFrame(head, { content: stampText(i, monotonicMicros()) }, null);
+      const frame = chunkFrame(head, { content: stampText(i, process.hrtime.bigint() / 1000n) }, null);
       return (i === 0 ? role : '') + frame + (i === stampTokens - 1 ? finish : '');
     },
     stampGapMs,

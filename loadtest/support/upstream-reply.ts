@@ -1,6 +1,6 @@
 /**
- * What the conversations benchmark's upstream answers, shared by the upstream (which sends it)
- * and the benchmark (which checks what came back).
+ * What the benchmarks' fake upstream (upstream-server.ts) answers, shared by the upstream (which
+ * sends it) and the benchmarks (which check what came back).
  *
  * Two kinds of reply, chosen by the last user message of the request:
  *   - it starts with STAMP_PREFIX: a "stamped" stream. Every content chunk reads ` <i>@<µs>`, the
@@ -11,7 +11,7 @@
  */
 
 export const BENCH_MODEL = 'fake-chat-1';
-export const UPSTREAM_READY_MSG = 'conversations bench upstream listening';
+export const UPSTREAM_READY_MSG = 'bench upstream listening';
 export const STAMP_PREFIX = '#stamp';
 /** Returns (and forgets) the raw body of the last fixed-reply chat request the upstream got. */
 export const LAST_BODY_PATH = '/bench/last-fixed-body';
@@ -23,11 +23,11 @@ const WORDS = [
 ];
 
 /** The fixed reply split into `tokens` word tokens; they join back to fixedReplyText(tokens). */
-export function fixedReplyTokens(tokens: number): string[] {
+function fixedReplyTokens(tokens: number): string[] {
   return Array.from({ length: tokens }, (_, i) => `${i === 0 ? '' : ' '}${WORDS[i % WORDS.length] ?? 'word'}`);
 }
 
-export function fixedReplyText(tokens: number): string {
+function fixedReplyText(tokens: number): string {
   return fixedReplyTokens(tokens).join('');
 }
 

@@ -1,0 +1,276 @@
+/**
+ * `npm run bench:gateway`: what Troupe adds to an OpenAI-compatible call, next to the floor (a
+ * bare node:http pipe proxy) and a peer (Portkey's gateway), all over one fake upstream that
+ * streams BENCH_TOKENS chunks BENCH_CHUNK_DELAY_MS apart. Four parts (BENCH_PARTS):
+ *
+ *   proxy    at each rate of BENCH_RATES, per target: the streaming targets interleaved in one
+ *            schedule, then the non-streaming ones; added time = target percentile minus the
+ *            direct percentile of the same schedule. Targets: direct (the upstream), pipe,
+ *            Troupe with an upstream model name, Troupe with a character id as model, Portkey
+ *            (non-streaming; streaming too if its pre-flight stream works).
+ *   cpu      each proxying process loaded alone at BENCH_CPU_RATE: its CPU per call (/proc).
+ *   perform  POST /perform interleaved with the same streamed upstream call made directly (the
+ *            request Troupe sent for it, replayed); the rate ladder with GC pauses is in
+ *            bench:conversations (c).
+ *   reads    GET /characters/{id}, each server alone under autocannon (BENCH_READ_CONNECTIONS
+ *            connections, closed loop, as bench:http): CPU per request of Troupe (node and uWS
+ *            engines) and of the bare node:http and uWS servers sending the same bytes.
+ *
+ * Environment (defaults): BENCH_RATES (50,100,200), BENCH_DURATION s (10), BENCH_WARMUP s (2),
+ * BENCH_CPU_RATE (100), BENCH_CPU_DURATION s (5), BENCH_PERFORM_RATE (50), BENCH_READ_CONNECTIONS (50),
+ * BENCH_TOKENS (20), BENCH_CHUNK_DELAY_MS (2), BENCH_ENGINE for /v1 and perform (node),
+ * BENCH_LOG_LEVEL (info), BENCH_PARTS (proxy,cpu,perform,reads), BENCH_TARGETS (pipe,troupe-upstream-model,troupe-character,portkey; direct always runs),
+ * BENCH_CPU_PROF (1: every Troupe under --cpu-prof, its top frames in the report; slows it),
+ * BENCH_QUIET_WAIT s (10: before each measured phase, wait at most this long for the rest of the
+ * machine to use < 60% of a core; 0 = don't wait),
+ * UWS_NODE (else `bash .ci/uws-node.sh`). Writes loadtest/results/gateway-<stamp>.{json,md}.
+ */
+import { join } from 'node:path';
+import { processCpuSeconds, waitForQuiet } from './support/cpu.ts';
+import { launch, type Launched } from './support/children.ts';
+import { saturate } from './support/autocannon.ts';
+import { envFlag, envList, envLogLevel, envNumber, envRates, envText } from './support/env.ts';
+import { requestOnce, runLoad, type HttpTarget, type TargetRun } from './support/http-load.ts';
+import { installPortkey, portkeyHeaders, startPortkey } from './support/portkey.ts';
+import { BENCH_MODEL, LAST_BODY_PATH, UPSTREAM_READY_MSG } from './support/upstream-reply.ts';
+import { formatSrcProfile, newestProfile, summarizeSrcProfile } from './support/profile.ts';
+import { RESULTS_DIR, writeResults } from './support/results.ts';
+import { gitState, machine, startRun, uwsEngineNode } from './support/run.ts';
+import { summarize } from './support/stats.ts';
+import { callJson, createCharacter, ROOT, startTroupe, type Engine } from './support/troupe.ts';
+import { troupeEnv } from './support/troupe-env.ts';
+import { gatewayMarkdown, type CpuRow, type GatewayResult, type PhaseResult } from './gateway-report.ts';
+
+const PARTS = ['proxy', 'cpu', 'perform', 'reads'] as const;
+const PROXIES = ['pipe', 'troupe-upstream-model', 'troupe-character', 'portkey'] as const;
+const cfg = {
+  rates: envRates('BENCH_RATES', '50,100,200'),
+  durationSec: envNumber('BENCH_DURATION', 10, 1, false),
+  warmupSec: envNumber('BENCH_WARMUP', 2, 0, false),
+  cpuRate: envNumber('BENCH_CPU_RATE', 100, 1, false),
+  cpuDurationSec: envNumber('BENCH_CPU_DURATION', 5, 1, false),
+  performRate: envNumber('BENCH_PERFORM_RATE', 50, 1, false),
+  readConnections: envNumber('BENCH_READ_CONNECTIONS', 50, 1),
+  tokens: envNumber('BENCH_TOKENS', 20, 1),
+  chunkDelayMs: envNumber('BENCH_CHUNK_DELAY_MS', 2, 0),
+  engine: (envText('BENCH_ENGINE') ?? 'node') as Engine,
+  logLevel: envLogLevel('BENCH_LOG_LEVEL', 'info'),
+  parts: envList('BENCH_PARTS', PARTS),
+  proxies: envList('BENCH_TARGETS', PROXIES),
+  cpuProf: envFlag('BENCH_CPU_PROF'),
+  quietWaitSec: envNumber('BENCH_QUIET_WAIT', 10, 0, false),
+};
+if (cfg.engine !== 'node' && cfg.engine !== 'uws') throw new Error(`BENCH_ENGINE must be node or uws, got '${String(cfg.engine)}'`);
+const log = (line: string) => process.stderr.write(`[bench:gateway] ${line}\n`);
+const MESSAGES = [{ role: 'user', content: 'The fog is thick tonight. Which ships came in, and did any of them fly a black flag?' }];
+
+function chatTarget(label: string, port: number, model: string, stream: boolean, headers: Record<string, string>): HttpTarget {
+  const body = stream ? { model, messages: MESSAGES, stream: true, stream_options: { include_usage: true } } : { model, messages: MESSAGES, stream: false };
+  return {
+    label,
+    port,
+    method: 'POST',
+    path: '/v1/chat/completions',
+    headers: { 'content-type': 'application/json', authorization: 'Bearer sk-bench-upstream', ...headers },
+    body: Buffer.from(JSON.stringify(body)),
+    stream,
+  };
+}
+
+/** One request per target, which must succeed; returns the labels that failed, with why. */
+async function preflight(targets: readonly HttpTarget[]): Promise<Record<string, string>> {
+  const failed: Record<string, string> = {};
+  for (const target of targets) {
+    const got = await requestOnce(target);
+    if (got.failure !== null) failed[target.label] = `${got.failure}: ${got.detail}`;
+  }
+  return failed;
+}
+
+function phaseResult(runs: readonly TargetRun[]): PhaseResult {
+  const direct = runs.find((r) => r.label === 'direct');
+  const directTtfc = direct ? summarize(direct.ttfc) : null;
+  const directTotal = direct ? summarize(direct.total) : null;
+  return {
+    targets: runs.map((r) => {
+      const ttfc = summarize(r.ttfc);
+      const total = summarize(r.total);
+      const failures = r.scheduled - r.ok;
+      return {
+        label: r.label, scheduled: r.scheduled, ok: r.ok, failures, errors: r.errors, errorSample: Object.values(r.errorSamples)[0] ?? null,
+        ttfc: { p50: ttfc.p50, p99: ttfc.p99 }, total: { p50: total.p50, p99: total.p99 }, lagP99: summarize(r.lag).p99,
+        added: {
+          ttfcP50: directTtfc ? ttfc.p50 - directTtfc.p50 : null, ttfcP99: directTtfc ? ttfc.p99 - directTtfc.p99 : null,
+          totalP50: directTotal ? total.p50 - directTotal.p50 : null, totalP99: directTotal ? total.p99 - directTotal.p99 : null,
+        },
+      };
+    }),
+  };
+}
+
+/** Loads `target` alone and returns the CPU `server` spent per measured request. */
+async function cpuAlone(target: HttpTarget, server: Launched, rate: number, durationSec: number): Promise<CpuRow> {
+  let before: number | null = null;
+  let after: number | null = null;
+  const [run] = await runLoad([target], {
+    rate, warmupSec: 1, durationSec,
+    onWindow: (edge) => (edge === 'start' ? (before = processCpuSeconds(server.pid)) : (after = processCpuSeconds(server.pid))),
+  });
+  const calls = run?.scheduled ?? 0;
+  const cpuMs = before === null || after === null || calls === 0 ? null : ((after - before) * 1000) / calls;
+  return { label: target.label, process: server.name, rate, calls, failures: calls - (run?.ok ?? 0), cpuMsPerCall: cpuMs };
+}
+
+async function startChild(name: string, script: string, env: Record<string, string>, readyMsg: string, command = process.execPath): Promise<Launched> {
+  return launch({ name, command, args: [script], env: troupeEnv(env), cwd: ROOT, readyMsg, readyTimeoutMs: 30_000 });
+}
+
+async function main(): Promise<void> {
+  const run = startRun('bench:gateway', 60 * 60_000);
+  const result: GatewayResult = {
+    config: cfg, machine: machine(), git: await gitState(ROOT), startedAt: new Date(run.started).toISOString(),
+    proxy: [], cpu: [], perform: null, reads: [], notes: [], profile: null,
+  };
+  const uwsNode = cfg.engine === 'uws' || cfg.parts.includes('reads') ? (await uwsEngineNode(ROOT, true, log)).path : null;
+  if (cfg.engine === 'uws' && uwsNode === null) throw new Error('BENCH_ENGINE=uws but no Node here can load uWebSockets.js');
+  if (cfg.parts.some((p) => p !== 'reads')) await chatParts(result, run.stamp, uwsNode);
+  if (cfg.parts.includes('reads')) await reads(result, run.stamp, uwsNode);
+  const markdown = gatewayMarkdown(result);
+  const paths = await writeResults('gateway', run.stamp, result, markdown);
+  process.stdout.write(`${markdown}\n\nWrote ${paths.json}\nand ${paths.markdown}\n`);
+  run.disarm();
+}
+
+/** proxy, cpu and perform: one upstream, the pipe, one Troupe and Portkey, stopped at the end. */
+async function chatParts(result: GatewayResult, stamp: string, uwsNode: string | null): Promise<void> {
+  const upstream = await startChild('upstream', 'loadtest/support/upstream-server.ts', { BENCH_REPLY_TOKENS: String(cfg.tokens), BENCH_REPLY_GAP_MS: String(cfg.chunkDelayMs) }, UPSTREAM_READY_MSG);
+  const upstreamV1 = `http://127.0.0.1:${upstream.port}/v1`;
+  const pipe = await startChild('pipe', 'loadtest/support/pipe-proxy.ts', { BENCH_UPSTREAM_PORT: String(upstream.port) }, 'pipe listening');
+  const profDir = join(RESULTS_DIR, `cpuprof-gateway-${stamp}`);
+  const troupe = await startTroupe({
+    engine: cfg.engine, nodeBinary: cfg.engine === 'uws' ? (uwsNode ?? undefined) : undefined, logLevel: cfg.logLevel,
+    upstream: { url: upstreamV1, model: BENCH_MODEL }, nodeArgs: cfg.cpuProf ? ['--cpu-prof', `--cpu-prof-dir=${profDir}`] : [],
+  });
+  const characterId = await createCharacter(troupe);
+  const portkey = cfg.proxies.includes('portkey') && (cfg.parts.includes('proxy') || cfg.parts.includes('cpu')) ? await startPortkeyOrNote(result) : null;
+  log(`upstream :${upstream.port}, pipe :${pipe.port}, troupe-${cfg.engine} :${troupe.child.port}${portkey ? `, portkey :${portkey.port}` : ''}`);
+
+  const troupeHeaders = { authorization: troupe.auth };
+  const servers: Record<string, Launched> = { direct: upstream, pipe, 'troupe-upstream-model': troupe.child, 'troupe-character': troupe.child };
+  if (portkey) servers.portkey = portkey;
+  const targetsFor = (stream: boolean): HttpTarget[] => [
+    chatTarget('direct', upstream.port, BENCH_MODEL, stream, {}),
+    ...[
+      chatTarget('pipe', pipe.port, BENCH_MODEL, stream, {}),
+      chatTarget('troupe-upstream-model', troupe.child.port, BENCH_MODEL, stream, troupeHeaders),
+      chatTarget('troupe-character', troupe.child.port, characterId, stream, troupeHeaders),
+      ...(portkey ? [chatTarget('portkey', portkey.port, BENCH_MODEL, stream, portkeyHeaders(upstreamV1))] : []),
+    ].filter((t) => (cfg.proxies as readonly string[]).includes(t.label)),
+  ];
+  const failedStream = await preflight(targetsFor(true));
+  const failedPlain = await preflight(targetsFor(false));
+  for (const [label, why] of Object.entries({ ...failedStream, ...failedPlain })) log(`pre-flight failed for ${label}: ${why}`);
+  if (failedStream.portkey) result.notes.push(`Portkey's streaming pre-flight failed (${failedStream.portkey.slice(0, 200)}), so it is compared on non-streaming calls only.`);
+  const broken = Object.keys({ ...failedStream, ...failedPlain }).filter((l) => l !== 'portkey');
+  if (broken.length > 0) throw new Error(`pre-flight failed for ${broken.join(', ')}`);
+  const streamTargets = targetsFor(true).filter((t) => !failedStream[t.label]);
+  const plainTargets = targetsFor(false).filter((t) => !failedPlain[t.label]);
+  const watched = Object.entries({ upstream, pipe, troupe: troupe.child, ...(portkey ? { portkey } : {}) }).map(([name, c]) => ({ name, pid: c.pid }));
+
+  const measuredFrom = monotonicUs();
+  if (cfg.parts.includes('proxy')) {
+    for (const rate of cfg.rates) {
+      for (const [mode, targets] of [['streaming', streamTargets], ['non-streaming', plainTargets]] as const) {
+        const quiet = await waitForQuiet(cfg.quietWaitSec, 60, watched);
+        log(`proxy: ${mode} at ${rate} req/s per target (${targets.length} targets interleaved; others used ${quiet.otherPercent?.toFixed(0) ?? '?'}% of a core before)`);
+        const runs = await runLoad(targets, { rate, warmupSec: cfg.warmupSec, durationSec: cfg.durationSec, watch: watched });
+        result.proxy.push({ rate, mode, ...phaseResult(runs), cpuPercent: runs[0]?.cpu ?? null });
+      }
+    }
+  }
+  if (cfg.parts.includes('cpu')) {
+    for (const target of [...streamTargets, ...plainTargets]) {
+      const server = servers[target.label];
+      if (!server) continue;
+      log(`cpu: ${target.label} ${target.stream ? 'streaming' : 'non-streaming'} alone at ${cfg.cpuRate} req/s`);
+      result.cpu.push({ ...(await cpuAlone(target, server, cfg.cpuRate, cfg.cpuDurationSec)), stream: target.stream === true });
+    }
+  }
+  if (cfg.parts.includes('perform')) {
+    log(`perform: POST /perform and the direct streamed call interleaved at ${cfg.performRate} req/s each`);
+    const perform: HttpTarget = {
+      label: 'perform', port: troupe.child.port, method: 'POST', path: '/perform',
+      headers: { 'content-type': 'application/json', authorization: troupe.auth },
+      body: Buffer.from(JSON.stringify({ npcId: characterId, history: [{ role: 'player', content: MESSAGES[0]?.content ?? '' }] })),
+    };
+    const failed = await preflight([perform]);
+    if (failed.perform) throw new Error(`perform pre-flight failed: ${failed.perform}`);
+    // The direct path replays the very request Troupe made for that perform.
+    const sent = await fetch(`${upstreamV1.slice(0, -3)}${LAST_BODY_PATH}`, { signal: AbortSignal.timeout(10_000) });
+    if (sent.status !== 200) throw new Error(`upstream ${LAST_BODY_PATH}: ${sent.status}`);
+    const direct = { ...chatTarget('direct', upstream.port, BENCH_MODEL, true, {}), body: Buffer.from(await sent.arrayBuffer()) };
+    result.perform = { rate: cfg.performRate, ...phaseResult(await runLoad([direct, perform], { rate: cfg.performRate, warmupSec: cfg.warmupSec, durationSec: cfg.durationSec })) };
+  }
+  const measuredTo = monotonicUs();
+  // A graceful stop lets --cpu-prof write its profile.
+  await Promise.all([pipe.stop(), portkey?.stop(), troupe.child.stop(30_000), upstream.stop()]);
+  await addProfile(result, profDir, `troupe-${cfg.engine}, proxy/cpu/perform`, { start: measuredFrom, end: measuredTo });
+}
+
+/** Portkey is the peer, not the subject: without it (no registry, a broken install) the run goes on, and says so. */
+async function startPortkeyOrNote(result: GatewayResult): Promise<Launched | null> {
+  try {
+    return await startPortkey(await installPortkey(log));
+  } catch (err) {
+    result.notes.push(`Portkey's gateway could not be installed or started, so it is missing: ${(err as Error).message.split('\n')[0]}`);
+    return null;
+  }
+}
+
+/** With BENCH_CPU_PROF: the top frames of the profile Troupe wrote into `dir` on its way out. */
+async function addProfile(result: GatewayResult, dir: string, label: string, window: { start: number; end: number }): Promise<void> {
+  const file = cfg.cpuProf ? await newestProfile(dir) : null;
+  if (file) result.profile = [result.profile, formatSrcProfile(await summarizeSrcProfile(file, window), label)].filter(Boolean).join('\n\n');
+}
+
+/** CLOCK_MONOTONIC µs: the clock of V8's .cpuprofile timestamps. */
+const monotonicUs = (): number => Number(process.hrtime.bigint() / 1000n);
+
+/** GET /characters/{id}: each server alone under autocannon, Troupe on both engines against the bare servers. */
+async function reads(result: GatewayResult, stamp: string, uwsNode: string | null): Promise<void> {
+  if (!uwsNode) result.notes.push('No Node here can load uWebSockets.js: the uWS read rows are missing.');
+  for (const engine of uwsNode ? (['uws', 'node'] as const) : (['node'] as const)) {
+    const nodeBinary = engine === 'uws' ? (uwsNode ?? undefined) : undefined;
+    const profDir = join(RESULTS_DIR, `cpuprof-gateway-${stamp}`, `reads-${engine}`);
+    const troupe = await startTroupe({ engine, nodeBinary, logLevel: cfg.logLevel, nodeArgs: cfg.cpuProf ? ['--cpu-prof', `--cpu-prof-dir=${profDir}`] : [] });
+    const id = await createCharacter(troupe);
+    const body = JSON.stringify(await callJson(troupe, 'GET', `/characters/${id}`, undefined, 200));
+    const bare = await startChild(`bare-${engine}`, `loadtest/support/bare-${engine}-server.ts`, { BENCH_BODY: body, BENCH_PORT: '0' }, 'bare listening', nodeBinary);
+    // The same (ignored by the bare server) header both ways, so requests are byte for byte alike.
+    const headers = { authorization: troupe.auth };
+    const window = { start: 0, end: 0 };
+    for (const server of [troupe.child, bare]) {
+      log(`reads: ${server.name} alone, autocannon with ${cfg.readConnections} connections`);
+      const load = { url: `http://127.0.0.1:${server.port}/characters/${id}`, connections: cfg.readConnections, headers };
+      await saturate({ ...load, durationSec: 1 });
+      const before = processCpuSeconds(server.pid);
+      if (server === troupe.child) window.start = monotonicUs();
+      const stats = await saturate({ ...load, durationSec: cfg.cpuDurationSec });
+      if (server === troupe.child) window.end = monotonicUs();
+      const after = processCpuSeconds(server.pid);
+      const calls = stats.totalRequests;
+      result.reads.push({
+        engine, label: 'read', process: server.name, rate: Math.round(stats.requestsPerSec), calls, failures: stats.failures,
+        cpuMsPerCall: before === null || after === null || calls === 0 ? null : ((after - before) * 1000) / calls,
+        latencyMs: { p50: stats.latencyMs.p50, p99: stats.latencyMs.p99 },
+      });
+    }
+    await Promise.all([bare.stop(), troupe.child.stop(30_000)]);
+    await addProfile(result, profDir, `troupe-${engine}, reads`, window);
+  }
+}
+
+main().catch((err: unknown) => {
+  process.stderr.write(`[bench:gateway] failed: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}\n`);
+  process.exit(1);
+});
