@@ -1,7 +1,8 @@
 import { ConfigError, loadConfig } from './config.ts';
 import { createLogger } from './observability/logger.ts';
+import { releaseStartupMemory } from './observability/startup-memory.ts';
 import { isPostgresWriteAfterClose } from './db/postgres-write-race.ts';
-import { startServer } from './server.ts';
+import { preparePgliteDataDir } from './db/pglite-memory.ts';
 import { startAgentWorker, type AgentWorkerProcess } from './voice/worker-process.ts';
 import { voiceProblems } from './voice/readiness.ts';
 
@@ -23,6 +24,10 @@ async function main(): Promise<void> {
   }
   const logger = createLogger(config.logLevel);
   processLogger = logger;
+  // A first start on PGlite creates its store (in a child process) before the server's modules
+  // load, so the two start-up peaks never add up.
+  if (!config.databaseUrl) await preparePgliteDataDir(config.dataDir);
+  const { startServer } = await import('./server.ts');
   const server = await startServer(config, logger);
 
   if (server.initialKey) {
@@ -32,6 +37,11 @@ async function main(): Promise<void> {
         `It is shown only now; keep it safe:\n\n  ${server.initialKey.key}\n\n`,
     );
   }
+
+  // Before the line clients wait for, so the pause never lands on a request.
+  const gcMs = releaseStartupMemory();
+  if (gcMs === null) logger.warn('this Node offers no gc(): start-up garbage stays until V8 collects it');
+  else logger.debug({ ms: Math.round(gcMs) }, 'start-up garbage released');
 
   // Last, so anything waiting for this line also sees the banner above.
   logger.info({ engine: server.engine, port: server.port, database: server.resources.database.kind }, 'troupe listening');

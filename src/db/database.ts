@@ -1,4 +1,3 @@
-import { mkdir } from 'node:fs/promises';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { PGlite } from '@electric-sql/pglite';
@@ -11,6 +10,7 @@ import { drizzle as drizzlePostgres } from 'drizzle-orm/postgres-js';
 import { migrate as migratePostgres } from 'drizzle-orm/postgres-js/migrator';
 import postgres from 'postgres';
 import { withQueryDeadlines } from './query-deadline.ts';
+import { keepWasmBaselineCompiled, PGLITE_START_PARAMS, preparePgliteDataDir } from './pglite-memory.ts';
 import * as schema from './schema.ts';
 
 export type Schema = typeof schema;
@@ -60,13 +60,10 @@ export async function openDatabase(options: OpenDatabaseOptions): Promise<Databa
 }
 
 async function openPglite(dataDir: string): Promise<Database> {
-  let location = dataDir;
-  if (dataDir !== 'memory://') {
-    location = path.resolve(dataDir, 'pglite');
-    await mkdir(location, { recursive: true });
-  }
+  const location = await preparePgliteDataDir(dataDir);
+  keepWasmBaselineCompiled();
   // pgvector ships with PGlite's extension bundle, so embedded installs always have vector search.
-  const client = await PGlite.create(location, { extensions: { vector } });
+  const client = await PGlite.create(location, { extensions: { vector }, startParams: PGLITE_START_PARAMS });
   const db = drizzlePglite({ client, schema }) as unknown as Db;
   await migratePglite(drizzlePglite({ client, schema }), { migrationsFolder: MIGRATIONS_FOLDER });
   return {
