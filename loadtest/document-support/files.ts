@@ -1,20 +1,14 @@
 /**
  * Binary document fixtures for the documents benchmark, built with the same libraries as the
- * tests' fixtures (pdfkit, docx): text-only PDFs of N pages, and ~50 MB PDF and DOCX files whose
+ * tests' fixtures (pdfkit, docx): ~50 MB PDF and DOCX files whose
  * bulk is one incompressible greyscale image per page or section, the way real large office files
  * are large (their text alone rarely reaches 50 MB).
  */
 import { randomFillSync } from 'node:crypto';
 import { Document, ImageRun, Packer, Paragraph, HeadingLevel } from 'docx';
 import PDFDocument from 'pdfkit';
-import { makePdf, makePng } from '../../test/support/document-fixtures.ts';
+import { makePng } from '../../test/support/document-fixtures.ts';
 import { paragraphs, vocabulary, WordSampler } from './text.ts';
-
-/** A text-only PDF of `pages` pages, each a heading and about `charsPerPage` characters. */
-export async function makeTextPdf(pages: number, charsPerPage = 2_500, seed = 3): Promise<Uint8Array> {
-  const sampler = new WordSampler(vocabulary(20_000), seed);
-  return makePdf(Array.from({ length: pages }, () => ({ heading: sampler.heading(), paragraphs: paragraphs(sampler, charsPerPage) })));
-}
 
 /** A greyscale PNG of noise, `side` x `side`: deflate cannot shrink it, so it costs about side² bytes. */
 function noisePng(side: number): Uint8Array {

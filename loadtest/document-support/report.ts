@@ -1,5 +1,4 @@
 /** Markdown tables for the documents benchmark; several runs of one row show as `a / b`. */
-import type { ExtractResult } from './extract.ts';
 import type { IngestFile, IngestResult } from './ingest.ts';
 import type { RetrievalResult } from './retrieval.ts';
 
@@ -22,26 +21,6 @@ function grouped<T>(items: T[], key: (item: T) => string): T[][] {
   return [...groups.values()];
 }
 const runs = <T>(group: T[], cell: (item: T) => string) => group.map(cell).join(' / ');
-
-export function formatExtract(results: ExtractResult[]): string {
-  const rows = grouped(results, (r) => r.id).map((g) => {
-    const first = g[0]!;
-    const pages = first.pages !== null;
-    return [
-      first.id,
-      `${(first.bytes / 1_048_576).toFixed(1)} MiB`,
-      runs(g, (r) => f(r.coldMs, 0)),
-      runs(g, (r) => (pages ? `${f(r.coldPagesPerSec, 0)} p/s` : `${f(r.coldMBps)} MB/s`)),
-      runs(g, (r) => (pages ? `${f(r.warmPagesPerSec, 0)} p/s (${f(r.warmMBps, 2)} MB/s)` : `${f(r.warmMBps)} MB/s`)),
-      `${first.chunks}`,
-      runs(g, (r) => f(r.chunkMs, 0)),
-    ];
-  });
-  return `### (a) Extraction through ParserPool (1 worker; per run: cold = fresh pool incl. worker start, warm = median of the next parses)\n\n${table(
-    ['file', 'size', 'cold ms', 'cold throughput', 'warm throughput', 'chunks', 'chunkSections ms (main thread)'],
-    rows,
-  )}`;
-}
 
 export function formatIngest(results: IngestResult[], files: IngestFile[]): string {
   const size = (id: string) => `${((files.find((x) => x.id === id)?.bytes ?? 0) / 1_048_576).toFixed(1)} MiB`;
@@ -71,20 +50,20 @@ export function formatIngest(results: IngestResult[], files: IngestFile[]): stri
 export function formatRetrieval(results: RetrievalResult[]): string {
   const rows: string[][] = [];
   for (const r of results) {
-    for (const [kind, passes] of Object.entries(r.latency)) {
-      rows.push([
-        kind,
-        r.backend,
-        String(r.chunks),
-        runs(passes, (s) => f(s.p50, 2)),
-        runs(passes, (s) => f(s.p99, 2)),
-        f(r.hits[kind], 1),
-      ]);
+    for (const tier of r.tiers) {
+      for (const [mode, kinds] of Object.entries(tier.latency)) {
+        const cell = (kind: string) => {
+          const l = kinds[kind];
+          return l ? `${f(l.p50, 2)} / ${f(l.p99, 2)}` : '-';
+        };
+        const all = kinds.all;
+        rows.push([r.backend, String(tier.chunks), String(tier.total), mode, cell('all'), f(all?.max, 1), cell('keyword'), cell('question'), cell('common'), String(all?.minResults ?? '-'), mode === 'hybrid' ? f(tier.vectorRecall, 3) : '']);
+      }
     }
   }
-  const fills = results.map((r) => `${r.backend}: ${r.chunks} chunks in ${f(r.fillMs / 1000, 0)} s (${f(r.chunksPerSec, 0)} chunks/s, vectors ${r.vectors})`).join('; ');
-  return `### (c) Retrieval: DocumentIndex.search, top 6, one character (goal p99 <= 5 ms)\n\n${table(
-    ['query', 'backend', 'N chunks', 'p50 ms', 'p99 ms', 'results/query'],
+  const fills = results.map((r) => `${r.backend}: ${r.fill.chunks} chunks written in ${f(r.fill.writeMs / 1000, 0)} s (${f(r.fill.chunksPerSec, 0)} chunks/s, vectors ${r.vectors})`).join('; ');
+  return `### (c) Retrieval: DocumentIndex.search, top 6, one character in a shared index, 20 queries/s (goal p99 <= 5 ms PostgreSQL, <= 20 ms PGlite)\n\n${table(
+    ['backend', 'chunks (character)', 'chunks (index)', 'mode', 'p50 / p99 ms', 'max ms', 'keyword p50 / p99', 'question p50 / p99', 'common-word p50 / p99', 'fewest results', 'vector recall@6'],
     rows,
-  )}\n\nFill: ${fills}.`;
+  )}\n\nFill (replaceChunks: chunks, tsvector + GIN, document_terms, HNSW): ${fills}.`;
 }

@@ -17,7 +17,7 @@ export function seededRandom(seed: number): () => number {
   };
 }
 
-const FUNCTION_WORDS = (
+export const FUNCTION_WORDS = (
   'the of and to a in that is was he for it with as his on be at by i this had not are but from or have an they which ' +
   'one you were her all she there would their we him been has when who will more no if out so said what up its about ' +
   'into than them can only other new some could time these two may then do first any my now such like our over man me ' +
@@ -100,37 +100,10 @@ export class WordSampler {
   }
 }
 
-export type TextFormat = 'text' | 'markdown' | 'html';
-
-/**
- * About `bytes` bytes (ASCII, so chars = bytes) of plain text, Markdown (headings every few
- * paragraphs) or HTML (h1/h2/p, a little inline markup).
- */
-export function makeTextFile(format: TextFormat, bytes: number, seed = 1): Uint8Array {
-  const sampler = new WordSampler(vocabulary(20_000), seed);
-  const parts: string[] = [];
-  let size = 0;
-  const push = (text: string) => {
-    parts.push(text);
-    size += text.length;
-  };
-  if (format === 'html') push('<!DOCTYPE html>\n<html><head><meta charset="utf-8"><title>Bench</title></head><body>\n');
-  let section = 0;
-  const tail = format === 'html' ? '</body></html>\n'.length : 0;
-  while (size < bytes - tail) {
-    if (section % 6 === 0) {
-      const heading = sampler.heading();
-      if (format === 'markdown') push(`${section % 24 === 0 ? '#' : '##'} ${heading}\n\n`);
-      else if (format === 'html') push(`<${section % 24 === 0 ? 'h1' : 'h2'}>${heading}</${section % 24 === 0 ? 'h1' : 'h2'}>\n`);
-    }
-    section++;
-    const paragraph = sampler.paragraph();
-    if (format === 'html') push(`<p>${paragraph.replace(/ (\w+) (\w+)\./, ' <em>$1</em> $2.')}</p>\n`);
-    else push(`${paragraph}\n\n`);
-  }
-  if (format === 'html') push('</body></html>\n');
-  const text = parts.join('');
-  return new TextEncoder().encode(text.length > bytes && format !== 'html' ? text.slice(0, bytes) : text);
+/** About `bytes` bytes of plain text (ASCII, so chars = bytes): paragraphs of seeded prose. */
+export function makeTextFile(bytes: number, seed = 1): Uint8Array {
+  const text = paragraphs(new WordSampler(vocabulary(20_000), seed), bytes).join('\n\n');
+  return new TextEncoder().encode(text.slice(0, bytes));
 }
 
 /** Paragraphs of about `chars` characters in all, for PDF pages and DOCX bodies. */
@@ -141,31 +114,6 @@ export function paragraphs(sampler: WordSampler, chars: number): string[] {
     const p = sampler.paragraph();
     out.push(p);
     size += p.length;
-  }
-  return out;
-}
-
-/**
- * Player-style questions: function words plus two or three content words of mixed rarity
- * (`keywords`: the content words alone, as a search box would get them).
- */
-export function makeQueries(count: number, seed: number): { question: string; keywords: string }[] {
-  const words = vocabulary(20_000);
-  const random = seededRandom(seed);
-  const content = words.slice(FUNCTION_WORDS.length);
-  const templates = ['What did the {} do with the {}?', 'Where is the {} of {}?', 'Tell me about the {} and the {} {}.', 'Why was {} at the {}?', 'Who has the {} now that {} is gone?'];
-  const out: { question: string; keywords: string }[] = [];
-  for (let i = 0; i < count; i++) {
-    const template = templates[Math.floor(random() * templates.length)] ?? templates[0]!;
-    const picked: string[] = [];
-    const filled = template.replace(/\{\}/g, () => {
-      // Biased towards the head of the tail: ranks 0..~2000 mostly, occasionally rarer.
-      const rank = Math.floor(content.length * random() ** 3);
-      const word = content[rank] ?? 'kater';
-      picked.push(word);
-      return word;
-    });
-    out.push({ question: filled, keywords: picked.join(' ') });
   }
   return out;
 }

@@ -245,9 +245,28 @@ export const documentChunks = pgTable(
   },
   (t) => [
     index('document_chunks_document_idx').on(t.documentId, t.ordinal),
-    index('document_chunks_character_idx').on(t.characterId),
+    index('document_chunks_character_idx').on(t.characterId, t.id),
     index('document_chunks_tsv_idx').using('gin', t.tsv),
   ],
+);
+
+/**
+ * How many chunks of a document hold each word (lexeme of `document_chunks.tsv`). Summed over a
+ * character's ready documents it gives the per-term document frequencies that weight full-text
+ * ranking and tell rare words (whose chunks are all scored) from common ones (walked in id order).
+ */
+export const documentTerms = pgTable(
+  'document_terms',
+  {
+    documentId: text('document_id')
+      .notNull()
+      .references(() => documents.id, { onDelete: 'cascade' }),
+    term: text('term').notNull(),
+    chunks: integer('chunks').notNull(),
+  },
+  // A term's frequency is looked up per ready document of the character: no second index to
+  // maintain for every word of every document written.
+  (t) => [primaryKey({ columns: [t.documentId, t.term] })],
 );
 
 /**

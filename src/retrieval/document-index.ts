@@ -1,10 +1,13 @@
-import { sql, type SQL } from 'drizzle-orm';
+import { sql } from 'drizzle-orm';
 import type { Logger } from 'pino';
 import type { Db, Executor } from '../db/database.ts';
 import type { Chunk } from '../documents/chunker.ts';
 import { newId } from '../ids.ts';
+import { fullTextHits, termStats } from './full-text-search.ts';
 import { prepareVectorSearch, rowsOf } from './pgvector-setup.ts';
 import { queryTerms } from './query-terms.ts';
+import { byRank } from './text-ranking.ts';
+import { vectorHits, vectorLiteral } from './vector-search.ts';
 
 export interface DocumentIndex {
   readonly vectors: boolean; // false: full-text only (no pgvector or no embeddings backend)
@@ -20,8 +23,10 @@ export interface RetrievedChunk { documentId: string; chunkId: string; content: 
 const RRF_K = 60;
 /** Each list contributes this many candidates per requested result before fusion. */
 const CANDIDATES_PER_RESULT = 4;
-/** Rows per INSERT; 13 parameters a row stays far below PostgreSQL's 65,535. */
-const INSERT_BATCH = 500;
+/** Rows per INSERT, sent as one JSON parameter (a few MB at most). */
+const INSERT_BATCH = 1_000;
+/** Characters with at most this many ready chunks are searched by exact cosine, not HNSW. */
+const EXACT_VECTOR_CHUNKS = 2_000;
 
 export interface PostgresDocumentIndexOptions {
   db: Db;
@@ -30,6 +35,10 @@ export interface PostgresDocumentIndexOptions {
   dimensions: number | undefined;
   /** Whether an embeddings backend is configured (EMBEDDINGS_MODEL). */
   embeddings: boolean;
+  /** Up to this many ready chunks a character's vectors are compared exactly [2,000]. */
+  exactVectorChunks?: number;
+  /** text-ranking.ts' RARE_CHUNKS_BUDGET (tests make it small to reach every path on a small corpus). */
+  rareChunksBudget?: number;
 }
 
 /** Startup: checks for pgvector (warning when it is missing), makes the HNSW index, returns the index. */
@@ -38,22 +47,27 @@ export async function openDocumentIndex(options: PostgresDocumentIndexOptions): 
   if (embeddingColumn && options.embeddings && options.dimensions === undefined) {
     options.logger.info('EMBEDDINGS_DIMENSIONS is not set, so there is no HNSW index and vector search scans every chunk of a character');
   }
-  return new PostgresDocumentIndex({ db: options.db, embeddingColumn, embeddings: options.embeddings });
+  return new PostgresDocumentIndex({ db: options.db, embeddingColumn, embeddings: options.embeddings, exactVectorChunks: options.exactVectorChunks ?? EXACT_VECTOR_CHUNKS, rareChunksBudget: options.rareChunksBudget });
 }
 
 /**
- * Chunks in PostgreSQL (server or PGlite): full text through the generated `tsv` column and
- * its GIN index, vectors through pgvector's HNSW index, fused by reciprocal rank fusion.
+ * Chunks in PostgreSQL (server or PGlite): full text through the generated `tsv` column, its GIN
+ * index and per-document word counts (full-text-search.ts), vectors through pgvector's HNSW
+ * index (vector-search.ts), fused by reciprocal rank fusion.
  */
 class PostgresDocumentIndex implements DocumentIndex {
   readonly vectors: boolean;
   readonly #db: Db;
   /** Whether `document_chunks.embedding` exists, i.e. the server has pgvector. */
   readonly #embeddingColumn: boolean;
+  readonly #exactVectorChunks: number;
+  readonly #rareChunksBudget: number | undefined;
 
-  constructor(options: { db: Db; embeddingColumn: boolean; embeddings: boolean }) {
+  constructor(options: { db: Db; embeddingColumn: boolean; embeddings: boolean; exactVectorChunks: number; rareChunksBudget: number | undefined }) {
     this.#db = options.db;
+    this.#rareChunksBudget = options.rareChunksBudget;
     this.#embeddingColumn = options.embeddingColumn;
+    this.#exactVectorChunks = options.exactVectorChunks;
     this.vectors = options.embeddingColumn && options.embeddings;
   }
 
@@ -63,88 +77,64 @@ class PostgresDocumentIndex implements DocumentIndex {
     }
     await this.removeDocument(tx, doc.id);
     const withVectors = this.#embeddingColumn && embeddings !== null;
-    const columns = sql.raw(
-      'id, document_id, project_id, character_id, ordinal, content, token_count, page, heading_path, start_offset, end_offset' +
-        (withVectors ? ', embedding, embedding_dims' : ''),
-    );
     for (let from = 0; from < chunks.length; from += INSERT_BATCH) {
       const rows = chunks.slice(from, from + INSERT_BATCH).map((c, i) => {
-        const values: SQL[] = [
-          sql`${newId('chunk')}, ${doc.id}, ${doc.projectId}, ${doc.characterId}, ${c.ordinal}, ${c.content}, ${c.tokenCount}`,
-          sql`${c.page}::int, ${JSON.stringify(c.headingPath)}::jsonb, ${c.startOffset}, ${c.endOffset}`,
-        ];
         const vector = withVectors ? embeddings?.[from + i] : undefined;
-        if (vector) values.push(sql`${vectorLiteral(vector)}::vector, ${vector.length}`);
-        return sql`(${sql.join(values, sql`, `)})`;
+        return {
+          id: newId('chunk'), ordinal: c.ordinal, content: c.content, token_count: c.tokenCount, page: c.page,
+          heading_path: c.headingPath, start_offset: c.startOffset, end_offset: c.endOffset,
+          ...(vector ? { embedding: vectorLiteral(vector), embedding_dims: vector.length } : {}),
+        };
       });
-      await tx.execute(sql`insert into document_chunks (${columns}) values ${sql.join(rows, sql`, `)}`);
+      // One JSON parameter per batch instead of a dozen per row; the word counts of the new
+      // chunks go into document_terms in the same statement.
+      const vectorColumns = withVectors ? sql`, embedding, embedding_dims` : sql``;
+      const vectorValues = withVectors ? sql`, r.embedding::vector, r.embedding_dims` : sql``;
+      const vectorFields = withVectors ? sql`, embedding text, embedding_dims int` : sql``;
+      await tx.execute(sql`
+        with inserted as (
+          insert into document_chunks (id, document_id, project_id, character_id, ordinal, content, token_count, page, heading_path, start_offset, end_offset${vectorColumns})
+          select r.id, ${doc.id}, ${doc.projectId}, ${doc.characterId}, r.ordinal, r.content, r.token_count, r.page, r.heading_path, r.start_offset, r.end_offset${vectorValues}
+          from jsonb_to_recordset(${JSON.stringify(rows)}::jsonb) as r(id text, ordinal int, content text, token_count int, page int,
+            heading_path jsonb, start_offset int, end_offset int${vectorFields})
+          returning tsv)
+        insert into document_terms (document_id, term, chunks)
+        select ${doc.id}, t.lexeme, count(*)::int from inserted, unnest(inserted.tsv) as t group by t.lexeme
+        on conflict (document_id, term) do update set chunks = document_terms.chunks + excluded.chunks`);
     }
   }
 
   async removeDocument(tx: Executor, documentId: string): Promise<void> {
     await tx.execute(sql`delete from document_chunks where document_id = ${documentId}`);
+    await tx.execute(sql`delete from document_terms where document_id = ${documentId}`);
   }
 
   async search(query: { projectId: string; characterId: string; text: string; embedding: number[] | null; limit: number }): Promise<RetrievedChunk[]> {
     const candidates = Math.max(query.limit * CANDIDATES_PER_RESULT, 20);
-    const scope = sql`c.project_id = ${query.projectId} and c.character_id = ${query.characterId}
-      and exists (select 1 from documents d where d.id = c.document_id and d.status = 'ready')`;
-    const lists: SQL[] = [];
-    const terms = queryTerms(query.text);
-    if (terms.length > 0) {
-      // All of the words first: precise, and cheap because few chunks match. Only when that
-      // finds too little, any of them (a question rarely repeats a passage word for word).
-      const textHits = async (operator: ' ' | ' or ') => {
-        const tsquery = sql`websearch_to_tsquery('simple', ${terms.join(operator)})`;
-        const rows = await this.#db.execute(sql`select c.id from document_chunks c
-          where ${scope} and c.tsv @@ ${tsquery}
-          order by ts_rank(c.tsv, ${tsquery}) desc, c.id limit ${candidates}`);
-        return rowsOf<{ id: string }>(rows).map((row) => row.id);
-      };
-      let hits = terms.length > 1 ? await textHits(' ') : [];
-      if (hits.length < query.limit) hits = await textHits(' or ');
-      if (hits.length > 0) {
-        const rows = hits.map((id, i) => sql`(${id}::text, ${i + 1}::int)`);
-        lists.push(sql`select id, position from (values ${sql.join(rows, sql`, `)}) as text_hits(id, position)`);
-      }
+    const owner = { projectId: query.projectId, characterId: query.characterId };
+    const { stats, chunks, scope } = await termStats(this.#db, owner, queryTerms(query.text).join(' '));
+    const vector = this.#embeddingColumn && query.embedding && query.embedding.length > 0 ? query.embedding : null;
+    const [textHits, vectorIds] = await Promise.all([
+      stats.length > 0 ? fullTextHits(this.#db, scope, stats, chunks, candidates, this.#rareChunksBudget) : [],
+      vector ? vectorHits(this.#db, scope, vector, candidates, chunks <= this.#exactVectorChunks) : [],
+    ]);
+    const fused = new Map<string, number>();
+    for (const list of [textHits.map((hit) => hit.id), vectorIds]) {
+      list.forEach((id, i) => fused.set(id, (fused.get(id) ?? 0) + 1 / (RRF_K + i + 1)));
     }
-    const vector = this.#embeddingColumn ? query.embedding : null;
-    if (vector && vector.length > 0) {
-      // Same expression as the partial HNSW index, so the planner can use it.
-      const n = sql.raw(String(vector.length));
-      lists.push(sql`select id, row_number() over (order by distance, id) as position from (
-        select c.id, c.embedding::vector(${n}) <=> ${vectorLiteral(vector)}::vector(${n}) as distance from document_chunks c
-        where c.embedding_dims = ${n} and ${scope}
-        order by distance limit ${candidates}) as vector_hits`);
-    }
-    if (lists.length === 0) return [];
-
-    const statement = sql`
-      with fused as (
-        select id, sum(1.0 / (${sql.raw(String(RRF_K))} + position))::float8 as score
-        from (${sql.join(lists, sql` union all `)}) as ranked
-        group by id
-      )
-      select c.id, c.document_id, c.content, c.page, c.heading_path, f.score
-      from fused f join document_chunks c on c.id = f.id
-      order by f.score desc, c.id
-      limit ${query.limit}`;
-    const result = vector
-      ? await this.#db.transaction(async (tx) => {
-          // The character's chunks may lie beyond the first nearest neighbours of the whole
-          // index; an iterative scan keeps searching until the filtered LIMIT is filled.
-          await tx.execute(sql`select set_config('hnsw.iterative_scan', 'relaxed_order', true)`);
-          return tx.execute(statement);
-        })
-      : await this.#db.execute(statement);
-    return rowsOf<SearchRow>(result).map((row) => ({
-      documentId: row.document_id,
-      chunkId: row.id,
-      content: row.content,
-      score: Number(row.score),
-      page: row.page,
-      headingPath: typeof row.heading_path === 'string' ? (JSON.parse(row.heading_path) as string[]) : row.heading_path,
-    }));
+    const top = [...fused.entries()].map(([id, score]) => ({ id, score })).sort(byRank).slice(0, query.limit);
+    if (top.length === 0) return [];
+    const rows = rowsOf<SearchRow>(
+      await this.#db.execute(sql`select c.id, c.document_id, c.content, c.page, c.heading_path from document_chunks c
+        where c.id in (${sql.join(top.map((t) => sql`${t.id}`), sql`, `)})`),
+    );
+    const byId = new Map(rows.map((row) => [row.id, row]));
+    return top.flatMap(({ id, score }) => {
+      const row = byId.get(id);
+      if (!row) return [];
+      const headingPath = typeof row.heading_path === 'string' ? (JSON.parse(row.heading_path) as string[]) : row.heading_path;
+      return [{ documentId: row.document_id, chunkId: row.id, content: row.content, score, page: row.page, headingPath }];
+    });
   }
 }
 
@@ -154,10 +144,4 @@ interface SearchRow {
   content: string;
   page: number | null;
   heading_path: string[] | string;
-  score: number | string;
-}
-
-function vectorLiteral(vector: number[]): string {
-  if (!vector.every(Number.isFinite)) throw new Error('an embedding holds a value that is not a finite number');
-  return `[${vector.join(',')}]`;
 }

@@ -2,11 +2,17 @@ import OpenAI from 'openai';
 import type { Logger } from 'pino';
 import type { EmbeddingsConfig } from '../config.ts';
 import { TroupeError } from '../errors.ts';
+import { QueryEmbeddingCache } from './query-embedding-cache.ts';
 
 /** Per request; embedding a full batch of chunks on a CPU-only local server can take a while. */
 const REQUEST_TIMEOUT_MS = 120_000;
 /** The SDK retries connection failures, 408/409/429 and 5xx with backoff. */
 const MAX_RETRIES = 2;
+/** Batches of one document's chunks in flight at once: the server works while replies travel. */
+const BATCHES_IN_FLIGHT = 3;
+/** Query embeddings kept per Embedder (one model and configuration), and for how long. */
+const QUERY_CACHE_ENTRIES = 2_000;
+const QUERY_CACHE_TTL_MS = 10 * 60_000;
 
 /**
  * Turns texts into vectors through any OpenAI-compatible `/embeddings` endpoint. Without a
@@ -19,6 +25,7 @@ export class Embedder {
   readonly #client: OpenAI | null;
   readonly #batchSize: number;
   readonly #logger: Logger;
+  readonly #queries = new QueryEmbeddingCache({ maxEntries: QUERY_CACHE_ENTRIES, ttlMs: QUERY_CACHE_TTL_MS });
 
   constructor(config: EmbeddingsConfig, logger: Logger) {
     this.#logger = logger;
@@ -32,33 +39,58 @@ export class Embedder {
     this.configured = this.#client !== null;
   }
 
-  /** One vector per text, in order, all of the same length; batches go one after another. */
+  /** The vector of a player's query; the same text within QUERY_CACHE_TTL_MS is not sent again. */
+  async embedQuery(text: string, signal?: AbortSignal): Promise<number[]> {
+    const cached = this.#queries.get(text);
+    if (cached) return cached;
+    const [vector] = await this.embed([text], signal);
+    if (!vector) throw new Error('the embeddings server returned no vector');
+    this.#queries.set(text, vector);
+    return vector;
+  }
+
+  /** One vector per text, in order, all of the same length; up to BATCHES_IN_FLIGHT batches at once. */
   async embed(texts: string[], signal?: AbortSignal): Promise<number[][]> {
     const client = this.#client;
-    if (!client || !this.model) {
+    const model = this.model;
+    if (!client || !model) {
       throw new TroupeError('upstream_unavailable', 'No embeddings model is configured: set EMBEDDINGS_MODEL.', { detailCode: 'embeddings_not_configured' });
     }
-    const vectors: number[][] = [];
-    for (let from = 0; from < texts.length; from += this.#batchSize) {
-      const batch = texts.slice(from, from + this.#batchSize);
-      const response = await client.embeddings.create(
-        {
-          model: this.model,
-          input: batch,
-          // Floats, not the SDK's default base64: some OpenAI-compatible servers only do floats.
-          encoding_format: 'float',
-          ...(this.dimensions === undefined ? {} : { dimensions: this.dimensions }),
-        },
-        { signal },
-      );
-      const ordered = [...response.data].sort((a, b) => a.index - b.index);
-      if (ordered.length !== batch.length) {
-        throw new Error(`the embeddings server returned ${ordered.length} vectors for ${batch.length} texts`);
+    const batches: string[][] = [];
+    for (let from = 0; from < texts.length; from += this.#batchSize) batches.push(texts.slice(from, from + this.#batchSize));
+    const results: number[][][] = new Array(batches.length);
+    let next = 0;
+    let failed = false;
+    const worker = async () => {
+      // After one batch fails the whole call fails: the other workers take no further batches.
+      for (let i = next++; i < batches.length && !failed; i = next++) {
+        const batch = batches[i] ?? [];
+        const response = await client.embeddings.create(
+          {
+            model,
+            input: batch,
+            // Floats, not the SDK's default base64: some OpenAI-compatible servers only do floats.
+            encoding_format: 'float',
+            ...(this.dimensions === undefined ? {} : { dimensions: this.dimensions }),
+          },
+          { signal },
+        );
+        const ordered = [...response.data].sort((a, b) => a.index - b.index);
+        if (ordered.length !== batch.length) {
+          throw new Error(`the embeddings server returned ${ordered.length} vectors for ${batch.length} texts`);
+        }
+        results[i] = ordered.map((item) => item.embedding);
       }
-      for (const item of ordered) vectors.push(item.embedding);
-    }
+    };
+    const guarded = () =>
+      worker().catch((err: unknown) => {
+        failed = true;
+        throw err;
+      });
+    await Promise.all(Array.from({ length: Math.min(BATCHES_IN_FLIGHT, batches.length) }, guarded));
+    const vectors = results.flat();
     this.#check(vectors);
-    this.#logger.debug({ texts: texts.length, model: this.model }, 'texts embedded');
+    this.#logger.debug({ texts: texts.length, model }, 'texts embedded');
     return vectors;
   }
 

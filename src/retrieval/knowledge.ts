@@ -72,7 +72,7 @@ export class Knowledge {
     let embedding: number[] | null = null;
     if (this.hybrid) {
       try {
-        embedding = (await this.#embedder.embed([text], signal))[0] ?? null;
+        embedding = await this.#embedder.embedQuery(text, signal);
       } catch (err) {
         // Full-text results still ground the reply; the embeddings server's failure is logged.
         this.#logger.warn({ err }, 'query embedding failed; retrieving by full text only');

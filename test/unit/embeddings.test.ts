@@ -38,10 +38,11 @@ describe('Embedder', () => {
     const vectors = await embedder.embed(texts);
     expect(vectors).toEqual(texts.map((t) => embedding(t, 12)));
     const sent = upstream.requests.slice(before);
-    expect(sent.map((r) => [r.path, (r.body as { input: string[] }).input])).toEqual([
+    // Up to three batches are in flight at once, so they may arrive in any order.
+    expect(sent.map((r) => [r.path, (r.body as { input: string[] }).input]).sort()).toEqual([
+      ['/v1/embeddings', ['five']],
       ['/v1/embeddings', ['one', 'two']],
       ['/v1/embeddings', ['three', 'four']],
-      ['/v1/embeddings', ['five']],
     ]);
     expect(sent.every((r) => r.headers.authorization === `Bearer ${KEY}` && !('dimensions' in (r.body as object)))).toBe(true);
   });
@@ -51,6 +52,18 @@ describe('Embedder', () => {
     const vectors = await new Embedder(config({ dimensions: 5 }), logger).embed(['a harbour']);
     expect(vectors).toEqual([embedding('a harbour', 5)]);
     expect(upstream.requests[before]?.body).toMatchObject({ dimensions: 5, encoding_format: 'float' });
+  });
+
+  it('embeds a query text once within the cache lifetime, per Embedder (model and settings)', async () => {
+    const before = upstream.requests.length;
+    const embedder = new Embedder(config(), logger);
+    const first = await embedder.embedQuery('where is the lighthouse keeper?');
+    expect(await embedder.embedQuery('where is the lighthouse keeper?')).toEqual(first);
+    expect(upstream.requests.length - before).toBe(1);
+    // Another model's vectors are never served from this one's cache.
+    const other = new Embedder(config({ dimensions: 5 }), logger);
+    expect(await other.embedQuery('where is the lighthouse keeper?')).toEqual(embedding('where is the lighthouse keeper?', 5));
+    expect(upstream.requests.length - before).toBe(2);
   });
 
   it('stops when the signal aborts', async () => {
