@@ -9,15 +9,15 @@ import { drizzle } from 'drizzle-orm/pglite';
 import { migrate } from 'drizzle-orm/pglite/migrator';
 import { pino, type Logger } from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { openDatabase, type Database, type Db } from '../../src/db/database.ts';
+import { openDatabase, type Db } from '../../src/db/database.ts';
 import * as schema from '../../src/db/schema.ts';
 import { characters, documents, projects } from '../../src/db/schema.ts';
 import type { Chunk } from '../../src/documents/chunker.ts';
 import { newId } from '../../src/ids.ts';
 import { openDocumentIndex, type DocumentIndex } from '../../src/retrieval/document-index.ts';
 import { PGVECTOR_MISSING_WARNING, rowsOf } from '../../src/retrieval/pgvector-setup.ts';
-import { createTempDatabase } from '../support/databases.ts';
-import { BACKENDS, type Backend } from '../support/env.ts';
+import { openDatabaseOn } from '../support/databases.ts';
+import { BACKENDS } from '../support/env.ts';
 
 const MIGRATIONS = path.join(path.dirname(fileURLToPath(import.meta.url)), '../../src/db/migrations');
 const DIMS = 3;
@@ -71,29 +71,13 @@ const VECTORS = [
   [0, 0, 1],
 ];
 
-async function openOn(backend: Backend): Promise<{ database: Database; dispose: () => Promise<void> }> {
-  if (backend.kind === 'pglite') {
-    const database = await openDatabase({ databaseUrl: undefined, dataDir: 'memory://', poolSize: 1 });
-    return { database, dispose: () => database.close() };
-  }
-  const temp = await createTempDatabase(backend.url);
-  const database = await openDatabase({ databaseUrl: temp.url, dataDir: 'memory://', poolSize: 4 });
-  return {
-    database,
-    async dispose() {
-      await database.close();
-      await temp.drop();
-    },
-  };
-}
-
 describe.each(BACKENDS)('the document index on $kind', (backend) => {
-  let opened: Awaited<ReturnType<typeof openOn>>;
+  let opened: Awaited<ReturnType<typeof openDatabaseOn>>;
   let db: Db;
   let index: DocumentIndex;
 
   beforeAll(async () => {
-    opened = await openOn(backend);
+    opened = await openDatabaseOn(backend);
     db = opened.database.db;
     index = await openDocumentIndex({ db, logger: pino({ level: 'silent' }), dimensions: DIMS, embeddings: true });
   });

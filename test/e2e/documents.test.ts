@@ -1,23 +1,13 @@
 import { connect } from 'node:net';
 import sharp from 'sharp';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { deflatedEntry, makeDocx, makePdf, makeRawPdf, makeZip, pngHeader, renderTextPng } from '../support/document-fixtures.ts';
+import { deflatedEntry, LORE, makeDocx, makePdf, makeRawPdf, makeZip, pngHeader, renderTextPng } from '../support/document-fixtures.ts';
 import { settled, upload } from '../support/documents.ts';
 import { BACKENDS } from '../support/env.ts';
 import { startV1Fixture, type V1Fixture } from '../support/v1.ts';
 import { openSocket } from '../support/ws-client.ts';
 
 type UpstreamBody = { messages: { role: string; content: string }[] };
-
-const LORE = [
-  '# The Lighthouse',
-  '',
-  'The lighthouse at Gullrock was built in 1821 by the Hollis family.',
-  '',
-  '## Secrets',
-  '',
-  'The keeper hides the spare key under the third step, and the password of the lamp room is AMBERGRIS-SEVEN.',
-].join('\n');
 
 describe.each(BACKENDS)('documents on $kind', (backend) => {
   let f: V1Fixture;

@@ -1,7 +1,7 @@
 import { sql } from 'drizzle-orm';
 import { pino } from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { openDatabase, type Database, type Db } from '../../src/db/database.ts';
+import type { Db } from '../../src/db/database.ts';
 import { characters, documents, projects } from '../../src/db/schema.ts';
 import type { Chunk } from '../../src/documents/chunker.ts';
 import { newId } from '../../src/ids.ts';
@@ -9,8 +9,8 @@ import { openDocumentIndex, type DocumentIndex } from '../../src/retrieval/docum
 import { rowsOf } from '../../src/retrieval/pgvector-setup.ts';
 import { queryTerms } from '../../src/retrieval/query-terms.ts';
 import { byRank, planText, scoreOf } from '../../src/retrieval/text-ranking.ts';
-import { createTempDatabase } from '../support/databases.ts';
-import { BACKENDS, type Backend } from '../support/env.ts';
+import { openDatabaseOn } from '../support/databases.ts';
+import { BACKENDS } from '../support/env.ts';
 
 /**
  * Every result right: on a generated corpus shared by several characters, DocumentIndex.search
@@ -96,18 +96,8 @@ function fuse(lists: string[][]): string[] {
   return [...scores.entries()].map(([id, score]) => ({ id, score })).sort(byRank).slice(0, LIMIT).map((c) => c.id);
 }
 
-async function openOn(backend: Backend): Promise<{ database: Database; dispose: () => Promise<void> }> {
-  if (backend.kind === 'pglite') {
-    const database = await openDatabase({ databaseUrl: undefined, dataDir: 'memory://', poolSize: 1 });
-    return { database, dispose: () => database.close() };
-  }
-  const temp = await createTempDatabase(backend.url);
-  const database = await openDatabase({ databaseUrl: temp.url, dataDir: 'memory://', poolSize: 4 });
-  return { database, dispose: async () => (await database.close(), await temp.drop()) };
-}
-
 describe.each(BACKENDS)('retrieval results on $kind', (backend) => {
-  let opened: Awaited<ReturnType<typeof openOn>>;
+  let opened: Awaited<ReturnType<typeof openDatabaseOn>>;
   let db: Db;
   let exact: DocumentIndex;
   let hnsw: DocumentIndex;
@@ -138,7 +128,7 @@ describe.each(BACKENDS)('retrieval results on $kind', (backend) => {
   const queries = Array.from({ length: 40 }, (_, i) => Array.from({ length: 1 + (i % 4) }, word).join(' '));
 
   beforeAll(async () => {
-    opened = await openOn(backend);
+    opened = await openDatabaseOn(backend);
     db = opened.database.db;
     const logger = pino({ level: 'silent' });
     exact = await openDocumentIndex({ db, logger, dimensions: DIMS, embeddings: true, exactVectorChunks: 1_000_000 });

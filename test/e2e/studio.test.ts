@@ -4,21 +4,12 @@ import type { BrowserContext, Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { STUDIO_DIST } from '../../src/http/routes/studio.ts';
 import { ensureStudioBuilt, launchChromium, screenshot, type TestBrowser } from '../support/browser.ts';
+import { LORE } from '../support/document-fixtures.ts';
 import { BACKENDS } from '../support/env.ts';
 import { rawGet } from '../support/raw-request.ts';
 import { startFakeLiveKit, type FakeLiveKit } from '../support/fake-livekit.ts';
 import { ADMIN_TOKEN, startTestServer } from '../support/server.ts';
 import { startV1Fixture, type V1Fixture } from '../support/v1.ts';
-
-const LORE = [
-  '# The Lighthouse',
-  '',
-  'The lighthouse at Gullrock was built in 1821 by the Hollis family.',
-  '',
-  '## Secrets',
-  '',
-  'The keeper hides the spare key under the third step, and the password of the lamp room is AMBERGRIS-SEVEN.',
-].join('\n');
 
 const DESKTOP = { width: 1280, height: 800 };
 const PHONE = { width: 390, height: 844 };

@@ -1,5 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import postgres from 'postgres';
+import { openDatabase, type Database } from '../../src/db/database.ts';
+import type { Backend } from './env.ts';
 import { trackDatabase } from './leftovers.ts';
 
 /** A fresh PostgreSQL database per suite, so suites run in parallel without seeing each other. */
@@ -23,5 +25,22 @@ export async function createTempDatabase(baseUrl: string): Promise<{ url: string
         await client.end();
       }
     }),
+  };
+}
+
+/** Troupe's database on a backend, migrated: PGlite in memory, or a fresh PostgreSQL database dropped on dispose. */
+export async function openDatabaseOn(backend: Backend): Promise<{ database: Database; dispose: () => Promise<void> }> {
+  if (backend.kind === 'pglite') {
+    const database = await openDatabase({ databaseUrl: undefined, dataDir: 'memory://', poolSize: 1 });
+    return { database, dispose: () => database.close() };
+  }
+  const temp = await createTempDatabase(backend.url);
+  const database = await openDatabase({ databaseUrl: temp.url, dataDir: 'memory://', poolSize: 4 });
+  return {
+    database,
+    async dispose() {
+      await database.close();
+      await temp.drop();
+    },
   };
 }

@@ -212,3 +212,14 @@ export function webpHeader(kind: 'VP8 ' | 'VP8L' | 'VP8X', width: number, height
   riff.writeUInt32LE(riff.length - 8, 4);
   return new Uint8Array(riff);
 }
+
+/** A short Markdown document with two sections and one fact to retrieve (the lamp room's password). */
+export const LORE = [
+  '# The Lighthouse',
+  '',
+  'The lighthouse at Gullrock was built in 1821 by the Hollis family.',
+  '',
+  '## Secrets',
+  '',
+  'The keeper hides the spare key under the third step, and the password of the lamp room is AMBERGRIS-SEVEN.',
+].join('\n');
