@@ -34,11 +34,21 @@ export function liveSocket<E extends Event>(options: LiveSocketOptions<E>): WebS
         send(session, toErrorEvent(new TroupeError('redis_unavailable', `Lost the link to the ${what}'s actor on another process; reconnect.`)));
         session.close(CloseCode.tryAgainLater, `${what} events interrupted`);
       };
-      options.subscribe((event) => send(session, event), onLost).then(
+      // Events can arrive once the subscription is live but before it resolves: they wait, so
+      // `ready` is always the first thing a client hears and nothing after it is missed.
+      let early: Event[] | null = [];
+      const deliver = (event: Event) => {
+        if (early) early.push(event);
+        else send(session, event);
+      };
+      options.subscribe(deliver, onLost).then(
         (stop) => {
           if (closed) return stop();
           unsubscribe = stop;
           send(session, { type: 'ready' });
+          const waiting = early ?? [];
+          early = null;
+          for (const event of waiting) send(session, event);
         },
         (err: unknown) => {
           logger.error({ err, what }, 'socket could not subscribe');
