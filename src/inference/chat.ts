@@ -130,9 +130,9 @@ export class ChatCompletionService {
         normalizer.accept(upstream.first, emit);
         for (;;) {
           if (text !== '' && !(await flush())) return false;
-          if (upstream.batches.finished) break;
-          await upstream.batches.whenReady();
-          for (const chunk of upstream.batches.takeReady()) normalizer.accept(chunk, emit);
+          if (upstream.rest.finished) break;
+          await upstream.rest.whenReady();
+          for (const chunk of upstream.rest.takeReady()) normalizer.accept(chunk, emit);
         }
       } catch (err) {
         upstream.cancel();

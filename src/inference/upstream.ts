@@ -20,8 +20,8 @@ export interface UpstreamModel {
   owned_by: string;
 }
 
-/** The chunks of a started stream in batches, as they arrive (see SseReader). */
-export interface ChunkBatches {
+/** What follows a stream's first chunk: one at a time (`next`), or in batches as they arrive (see SseReader). */
+export interface ChunkReader extends AsyncIterator<ChatCompletionChunk> {
   takeReady(): ChatCompletionChunk[];
   whenReady(): Promise<void>;
   readonly finished: boolean;
@@ -30,9 +30,8 @@ export interface ChunkBatches {
 /** A started stream: the first chunk already arrived, so the call can no longer fail "before the first byte". */
 export interface UpstreamStream {
   first: ChatCompletionChunk;
-  /** What follows `first`, one at a time or in batches (use one of the two). */
-  rest: AsyncIterator<ChatCompletionChunk>;
-  batches: ChunkBatches;
+  /** What follows `first` (read it one way only). */
+  rest: ChunkReader;
   /** Ends the upstream request early (client gone, failure). */
   cancel(): void;
   /** Frees the call's timers once the stream ended normally. */
@@ -134,14 +133,13 @@ export class InferenceUpstream implements CharacterModel {
     const firstTokenTimer = setTimeout(() => scope.abort(new FirstTokenTimeout()), this.#config.firstTokenTimeoutMs);
     try {
       const res = await http.post('chat/completions', params, scope.signal, 'text/event-stream');
-      const reader = sseJson(res);
-      const iterator = reader as AsyncIterator<ChatCompletionChunk>;
-      const first = await iterator.next();
+      // The reader parses JSON objects; the server is trusted to send chat.completion.chunk ones.
+      const reader = sseJson(res) as unknown as ChunkReader;
+      const first = await reader.next();
       if (first.done) throw new TroupeError('upstream_error', 'The inference server ended the stream without sending anything.');
       return {
         first: first.value,
-        rest: iterator,
-        batches: reader as unknown as ChunkBatches,
+        rest: reader,
         cancel: () => {
           scope.abort();
           scope.release();

@@ -85,19 +85,19 @@ export class ChunkNormalizer {
   finish(emit: (json: string) => void): void {
     if (!this.#includeUsage) return;
     const usage = this.#usage ?? { prompt_tokens: 0, completion_tokens: 0, total_tokens: 0 };
-    emit(`${this.#prefix().slice(0, -',"usage":null'.length)},"usage":${JSON.stringify(usage)},"choices":[]}`);
+    emit(`${this.#prefix()},"usage":${JSON.stringify(usage)},"choices":[]}`);
   }
 
   #choice(index: number, delta: string, logprobs: string, finishReason: string): string {
-    return `${this.#prefix()},"choices":[{"index":${index},"delta":${delta},"logprobs":${logprobs},"finish_reason":${finishReason}}]}`;
+    // OpenAI sends usage: null on every chunk but the last when usage was asked for.
+    const usage = this.#includeUsage ? ',"usage":null' : '';
+    return `${this.#prefix()}${usage},"choices":[{"index":${index},"delta":${delta},"logprobs":${logprobs},"finish_reason":${finishReason}}]}`;
   }
 
   #prefix(): string {
     this.#head ??=
       `{"id":${JSON.stringify(this.#id)},"object":"chat.completion.chunk","created":${this.#created},"model":${JSON.stringify(this.#model)}` +
-      (this.#fingerprint ? `,"system_fingerprint":${JSON.stringify(this.#fingerprint)}` : '') +
-      // OpenAI sends usage: null on every chunk but the last when usage was asked for.
-      (this.#includeUsage ? ',"usage":null' : '');
+      (this.#fingerprint ? `,"system_fingerprint":${JSON.stringify(this.#fingerprint)}` : '');
     return this.#head;
   }
 }

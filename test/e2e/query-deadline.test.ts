@@ -18,6 +18,7 @@ const RUN_MS = 400;
  * postgres.js alone has no acquire timeout: with its connection attempts hanging, each attempt
  * fails only the query that started it, so ten queries on a one-connection pool with a 5 s
  * connect timeout take 50 s to fail. Through withQueryDeadlines every one fails in ACQUIRE_MS.
+ * PostgreSQL only: PGlite has no pool or network to wait on. CI sets DATABASE_URL in both legs.
  */
 describe.skipIf(!POSTGRES_URL)('database query deadlines', () => {
   let proxy: FaultProxy;
