@@ -12,17 +12,15 @@
  *                upstream's write to each subscriber.
  *   (b') fanout-redis  the same across two Troupe processes on one PostgreSQL database and one Redis:
  *                the conversation's actor (and the posting) on A, the subscribers' sockets on B, so
- *                every chunk crosses Redis pub/sub (conversation-support/cross-process.ts).
+ *                every chunk crosses Redis pub/sub (conversation-support/fanout.ts).
  *   (c) perform  open-loop POST /perform at fixed rates, interleaved with direct streamed calls of
  *                the same body to the upstream (the very body Troupe sent it, recorded by the
  *                upstream); both get the same fixed reply; the difference is Troupe's added latency.
  *
- * Processes, all on 127.0.0.1: this one (clients of b and c), the benchmark upstream
- * (support/upstream-server.ts), one Troupe at a time (`node --expose-gc --import
- * conversation-support/heap-probe.ts src/main.ts`, with `ulimit -n` raised), and for (a) the
- * socket-holder processes. All are killed when this process ends, however it ends. Before each
- * engine it waits while another benchmark (loadtest/gateway.ts) runs. Prints markdown
- * tables and writes loadtest/results/conversations-<timestamp>.json.
+ * Processes, all on 127.0.0.1: this one (clients of b and c), the upstream, one Troupe at a time
+ * (with the probe and --expose-gc, `ulimit -n` raised), and for (a) the socket-holder processes.
+ * Before each engine it waits while bench:gateway runs. Prints Markdown tables and writes
+ * loadtest/results/conversations-<stamp>.{json,md}.
  *
  * Environment (defaults in brackets):
  *   BENCH_ENGINES              node,uws
@@ -55,30 +53,22 @@
  *   UWS_NODE                   Node binary that can load uWebSockets.js; else `bash .ci/uws-node.sh`
  */
 import { totalmem } from 'node:os';
-import { dirname, join, resolve } from 'node:path';
-import { fileURLToPath } from 'node:url';
-import { waitForQuiet, type WatchedProcess } from './support/cpu.ts';
-import { runCrossProcessFanout, type CrossResult } from './conversation-support/cross-process.ts';
-import { runFanout, type FanoutResult } from './conversation-support/fanout.ts';
-import { runIdle, stopIdleClients, type IdlePlan, type IdleResult } from './conversation-support/idle.ts';
-import { requestOnce, runLoad, type HttpTarget } from './support/http-load.ts';
-import { canRaiseHardLimits, ephemeralPortCount, hardFileLimit, maxFileLimit, openFileCount, openFileLimit, waitForOtherBenchmarks } from './conversation-support/proc.ts';
-import { compareRate, fanoutJson, fanoutTable, gcInWindow, idleTable, performTable, rateJson, type RateResult } from './conversation-support/report.ts';
-import { createCharacter, probeTroupe, sampleMemory, startTroupe, stopTroupe, type Engine, type MemorySample, type Troupe } from './conversation-support/troupe.ts';
-import { expectedPerformBody, LAST_BODY_PATH, UPSTREAM_READY_MSG } from './support/upstream-reply.ts';
-import { killAllChildren, type Launched } from './support/children.ts';
+import { join } from 'node:path';
+import { delay, execFileAsync, gitState, killAllChildren, machine, startRun, type Launched } from './support/children.ts';
 import { envFlag, envList, envLogLevel, envNumber, envRates, envText } from './support/env.ts';
-import { launchUpstream } from './support/fake-upstream.ts';
+import { requestOnce, runLoad, type HttpTarget } from './support/load.ts';
+import { canRaiseHardLimits, ephemeralPortCount, fileLimits, maxFileLimit, openFileCount, waitForQuiet, type WatchedProcess } from './support/proc.ts';
 import { formatSrcProfile, newestProfile, summarizeSrcProfile, type SrcProfile } from './support/profile.ts';
-import { RESULTS_DIR, writeResults } from './support/results.ts';
-import { gitState, machine, startRun, uwsEngineNode } from './support/run.ts';
+import { RESULTS_DIR, writeResults } from './support/report.ts';
+import { createCharacter, ROOT, startTroupe, uwsEngineNode, type Engine, type Troupe, type TroupeOptions } from './support/troupe.ts';
+import { BENCH_MODEL, expectedPerformBody, LAST_BODY_PATH, startUpstream } from './support/upstream-reply.ts';
+import { runCrossProcessFanout, runFanout, type CrossResult, type FanoutResult } from './conversation-support/fanout.ts';
+import { probeTroupe, runIdle, stopIdleClients, type IdlePlan, type IdleResult, type MemorySample } from './conversation-support/idle.ts';
+import { compareRate, fanoutJson, fanoutTable, gcInWindow, idleTable, performTable, rateJson, type RateResult } from './conversation-support/report.ts';
 
-const HERE = dirname(fileURLToPath(import.meta.url));
-const ROOT = resolve(HERE, '..');
 const ENGINES = ['node', 'uws'] as const;
 const PARTS = ['sockets', 'fanout', 'fanout-redis', 'perform'] as const;
 type Part = (typeof PARTS)[number];
-const READY_TIMEOUT_MS = 90_000;
 /** Ephemeral ports left for everything else (the bench's own HTTP clients, other programs). */
 const PORT_RESERVE = 2_000;
 /** File descriptors asked for Troupe beyond the sockets. */
@@ -87,81 +77,27 @@ const FD_SLACK = 2_048;
 const FD_MARGIN = 64;
 const PLAYER_LINE = 'Halt! Who goes there, and what business do you have at the east gate after dark?';
 
-interface Config {
-  engines: Engine[];
-  parts: Part[];
-  sockets: number;
-  conversations: number;
-  sourceAddresses: string[];
-  socketsPerClient: number;
-  connectConcurrency: number;
-  socketsLogLevel: string;
-  socketGoalBytes: number;
-  fanoutSubscribers: number;
-  fanoutMessages: number;
-  fanoutWarmup: number;
-  fanoutChunks: number;
-  fanoutGapMs: number;
-  performRates: number[];
-  performDurationSec: number;
-  performWarmupSec: number;
-  performTokens: number;
-  performGapMs: number;
-  performGoalMs: number;
-  maxP99Ms: number;
-  keepGoing: boolean;
-  logLevel: string;
-  cpuProf: boolean;
-  waitOthersSec: number;
-  maxRunSec: number;
-  quietWaitSec: number;
-  quietPercent: number;
-  databaseUrl: string;
-  redisUrl: string;
-}
-
-function readConfig(): Config {
+function readConfig() {
   const num = envNumber;
   const sources = (envText('BENCH_SOURCE_ADDRESSES') ?? '127.0.0.1').split(',').map((s) => s.trim()).filter(Boolean);
   const bad = sources.filter((s) => !/^127\.\d{1,3}\.\d{1,3}\.\d{1,3}$/.test(s));
   if (bad.length > 0 || sources.length === 0) throw new Error(`BENCH_SOURCE_ADDRESSES must be loopback IPv4 addresses (127.x.y.z), got '${envText('BENCH_SOURCE_ADDRESSES')}'`);
-  const list = envList;
-  const level = envLogLevel;
-  const flag = envFlag;
+  const [list, level, flag] = [envList, envLogLevel, envFlag];
   return {
-    engines: list('BENCH_ENGINES', ENGINES),
-    parts: list('BENCH_PARTS', PARTS),
-    sockets: num('BENCH_SOCKETS', 10_000, 1),
-    conversations: num('BENCH_CONVERSATIONS', 100, 1),
-    sourceAddresses: [...new Set(sources)],
-    socketsPerClient: num('BENCH_SOCKETS_PER_CLIENT', 15_000, 100),
-    connectConcurrency: num('BENCH_CONNECT_CONCURRENCY', 200, 1),
-    socketsLogLevel: level('BENCH_SOCKETS_LOG_LEVEL', 'warn'),
-    socketGoalBytes: num('BENCH_SOCKET_GOAL_BYTES', 4096, 1),
-    fanoutSubscribers: num('BENCH_FANOUT_SUBSCRIBERS', 10, 1),
-    fanoutMessages: num('BENCH_FANOUT_MESSAGES', 25, 1),
-    fanoutWarmup: num('BENCH_FANOUT_WARMUP', 3, 0),
-    fanoutChunks: num('BENCH_FANOUT_CHUNKS', 40, 1),
-    fanoutGapMs: num('BENCH_FANOUT_GAP_MS', 5, 0),
-    performRates: envRates('BENCH_PERFORM_RATES', '50,100,200,400'),
-    performDurationSec: num('BENCH_PERFORM_DURATION', 10, 1, false),
-    performWarmupSec: num('BENCH_PERFORM_WARMUP', 2, 0, false),
-    performTokens: num('BENCH_PERFORM_TOKENS', 40, 1),
-    performGapMs: num('BENCH_PERFORM_GAP_MS', 0, 0),
-    performGoalMs: num('BENCH_PERFORM_GOAL_MS', 2, 0, false),
-    maxP99Ms: num('BENCH_MAX_P99_MS', 100, 1, false),
-    keepGoing: flag('BENCH_KEEP_GOING'),
-    logLevel: level('BENCH_LOG_LEVEL', 'info'),
-    cpuProf: flag('BENCH_CPU_PROF'),
-    waitOthersSec: num('BENCH_WAIT_OTHERS_SEC', 1500, 0),
-    maxRunSec: num('BENCH_MAX_RUN_SEC', 3600, 60),
-    quietWaitSec: num('BENCH_QUIET_WAIT', 10, 0),
-    quietPercent: num('BENCH_QUIET_PERCENT', 60, 1),
-    databaseUrl: envText('BENCH_DATABASE_URL') ?? 'postgres://postgres@127.0.0.1:5432/test',
-    redisUrl: envText('BENCH_REDIS_URL') ?? 'redis://127.0.0.1:6379',
+    engines: list('BENCH_ENGINES', ENGINES), parts: list('BENCH_PARTS', PARTS), sockets: num('BENCH_SOCKETS', 10_000, 1),
+    conversations: num('BENCH_CONVERSATIONS', 100, 1), sourceAddresses: [...new Set(sources)], socketsPerClient: num('BENCH_SOCKETS_PER_CLIENT', 15_000, 100),
+    connectConcurrency: num('BENCH_CONNECT_CONCURRENCY', 200, 1), socketsLogLevel: level('BENCH_SOCKETS_LOG_LEVEL', 'warn'), socketGoalBytes: num('BENCH_SOCKET_GOAL_BYTES', 4096, 1),
+    fanoutSubscribers: num('BENCH_FANOUT_SUBSCRIBERS', 10, 1), fanoutMessages: num('BENCH_FANOUT_MESSAGES', 25, 1), fanoutWarmup: num('BENCH_FANOUT_WARMUP', 3, 0),
+    fanoutChunks: num('BENCH_FANOUT_CHUNKS', 40, 1), fanoutGapMs: num('BENCH_FANOUT_GAP_MS', 5, 0), performRates: envRates('BENCH_PERFORM_RATES', '50,100,200,400'),
+    performDurationSec: num('BENCH_PERFORM_DURATION', 10, 1, false), performWarmupSec: num('BENCH_PERFORM_WARMUP', 2, 0, false), performTokens: num('BENCH_PERFORM_TOKENS', 40, 1),
+    performGapMs: num('BENCH_PERFORM_GAP_MS', 0, 0), performGoalMs: num('BENCH_PERFORM_GOAL_MS', 2, 0, false), maxP99Ms: num('BENCH_MAX_P99_MS', 100, 1, false),
+    keepGoing: flag('BENCH_KEEP_GOING'), logLevel: level('BENCH_LOG_LEVEL', 'info'), cpuProf: flag('BENCH_CPU_PROF'),
+    waitOthersSec: num('BENCH_WAIT_OTHERS_SEC', 1500, 0), maxRunSec: num('BENCH_MAX_RUN_SEC', 3600, 60), quietWaitSec: num('BENCH_QUIET_WAIT', 10, 0),
+    quietPercent: num('BENCH_QUIET_PERCENT', 60, 1), databaseUrl: envText('BENCH_DATABASE_URL') ?? 'postgres://postgres@127.0.0.1:5432/test', redisUrl: envText('BENCH_REDIS_URL') ?? 'redis://127.0.0.1:6379',
   };
 }
 
+type Config = ReturnType<typeof readConfig>;
 const log = (line: string) => process.stderr.write(`[bench:conversations ${new Date().toISOString().slice(11, 19)}] ${line}\n`);
 
 /** How many idle sockets this machine allows, and how they are spread over client processes. */
@@ -171,20 +107,16 @@ function planSockets(cfg: Config, troupeFds: { limit: number; inUse: number } | 
   const perSource = Math.max(0, ports - PORT_RESERVE);
   caps.push({
     limit: perSource * cfg.sourceAddresses.length,
-    reason:
-      `ports: Troupe listens on one port of 127.0.0.1, so each client source address can open at most the ${ports} ephemeral ports ` +
+    reason: `ports: Troupe listens on one port of 127.0.0.1, so each client source address can open at most the ${ports} ephemeral ports ` +
       `(net.ipv4.ip_local_port_range) less ${PORT_RESERVE} kept for other connections = ${perSource} sockets to it; with ` +
       `${cfg.sourceAddresses.length} source address(es) (${cfg.sourceAddresses.join(', ')}) that is ${perSource * cfg.sourceAddresses.length} ` +
       '(more needs more loopback source addresses, BENCH_SOURCE_ADDRESSES, or a wider port range)',
   });
   if (troupeFds) {
-    caps.push({
-      limit: Math.max(0, troupeFds.limit - troupeFds.inUse - FD_MARGIN),
-      reason: `file descriptors: Troupe got ulimit -n ${troupeFds.limit} and uses ${troupeFds.inUse} itself, less a margin of ${FD_MARGIN}`,
-    });
+    caps.push({ limit: Math.max(0, troupeFds.limit - troupeFds.inUse - FD_MARGIN), reason: `file descriptors: Troupe got ulimit -n ${troupeFds.limit} and uses ${troupeFds.inUse} itself, less a margin of ${FD_MARGIN}` });
   } else {
     // Raising the hard limit needs CAP_SYS_RESOURCE (root alone is not enough, e.g. in containers).
-    const hard = hardFileLimit('self') ?? 1024;
+    const hard = fileLimits('self')?.hard ?? 1024;
     const privileged = canRaiseHardLimits();
     const fdMax = privileged ? (maxFileLimit() ?? hard) : hard;
     caps.push({
@@ -198,7 +130,7 @@ function planSockets(cfg: Config, troupeFds: { limit: number; inUse: number } | 
   const target = Math.min(cfg.sockets, ...caps.map((c) => c.limit));
   const binding = caps.filter((c) => c.limit < cfg.sockets).sort((a, b) => a.limit - b.limit);
   // The socket-holder processes are bound by the same file-descriptor limits.
-  const clientFdMax = canRaiseHardLimits() ? (maxFileLimit() ?? 1_048_576) : (hardFileLimit('self') ?? 1024);
+  const clientFdMax = canRaiseHardLimits() ? (maxFileLimit() ?? 1_048_576) : (fileLimits('self')?.hard ?? 1024);
   const perClient = Math.max(100, Math.min(cfg.socketsPerClient, clientFdMax - 1024));
   const holders: IdlePlan['holders'] = [];
   let left = target;
@@ -211,13 +143,8 @@ function planSockets(cfg: Config, troupeFds: { limit: number; inUse: number } | 
       share -= count;
     }
   }
-  return {
-    requested: cfg.sockets,
-    target,
-    capReason: binding.length > 0 ? binding.map((c, i) => `${i === 0 ? 'limit' : 'also'}: ${c.reason} (${c.limit})`).join('; ') : null,
-    conversations: Math.min(cfg.conversations, target),
-    holders,
-  };
+  const capReason = binding.length > 0 ? binding.map((c, i) => `${i === 0 ? 'limit' : 'also'}: ${c.reason} (${c.limit})`).join('; ') : null;
+  return { requested: cfg.sockets, target, capReason, conversations: Math.min(cfg.conversations, target), holders };
 }
 
 /** Waits (at most BENCH_QUIET_WAIT s) for the rest of the machine to calm down before a measured phase. */
@@ -228,16 +155,26 @@ async function quiet(cfg: Config, watch: readonly WatchedProcess[], label: strin
   log(`${label}: rest of the machine at ${other}% of a core${q.waitedSec > 1.5 ? ` after waiting ${q.waitedSec.toFixed(0)} s` : ''}`);
 }
 
-function fanoutOptions(cfg: Config) {
-  return {
-    subscribers: cfg.fanoutSubscribers,
-    messages: cfg.fanoutMessages,
-    warmupMessages: cfg.fanoutWarmup,
-    chunks: cfg.fanoutChunks,
-    gapMs: cfg.fanoutGapMs,
-    pauseMs: 50,
-    timeoutMs: 15_000,
-  };
+const fanoutOptions = (cfg: Config) => ({ subscribers: cfg.fanoutSubscribers, messages: cfg.fanoutMessages, warmupMessages: cfg.fanoutWarmup, chunks: cfg.fanoutChunks, gapMs: cfg.fanoutGapMs, pauseMs: 50, timeoutMs: 15_000 });
+
+/** Troupe for (b) and (c) or for (a): `ulimit -n` raised, the probe with --expose-gc, optionally --cpu-prof. */
+function troupeOptions(engine: Engine, nodeBinary: string, upstreamUrl: string, logLevel: string, fdLimit: number, profDir: string | null): TroupeOptions {
+  const nodeArgs = profDir ? ['--cpu-prof', `--cpu-prof-dir=${profDir}`] : [];
+  return { engine, nodeBinary, logLevel, fdLimit, upstream: { url: upstreamUrl, model: BENCH_MODEL }, probe: { gc: true }, nodeArgs, readyTimeoutMs: 90_000 };
+}
+
+/** Two benchmarks at once on a 2-core machine ruin both: waits (at most `maxWaitSec`) while bench:gateway runs. */
+async function waitForOtherBenchmarks(maxWaitSec: number, everySec: number): Promise<{ waitedSec: number; stillRunning: string[] }> {
+  const t0 = Date.now();
+  for (;;) {
+    const { stdout } = await execFileAsync('pgrep', ['-f', 'loadtest/gateway.ts'], { timeout: 5_000 }).catch(() => ({ stdout: '' }));
+    const pids = stdout.split('\n').map((s) => s.trim()).filter((s) => s && Number(s) !== process.pid);
+    const running = pids.length > 0 ? [`loadtest/gateway.ts (pid ${pids.join(', ')})`] : [];
+    const waitedSec = (Date.now() - t0) / 1000;
+    if (running.length === 0 || waitedSec >= maxWaitSec) return { waitedSec, stillRunning: running };
+    log(`another benchmark is running (${running.join('; ')}): waiting (${Math.round(waitedSec)} s of at most ${maxWaitSec} s)`);
+    await delay(everySec * 1000);
+  }
 }
 
 interface EngineRun {
@@ -264,13 +201,10 @@ async function fetchUpstreamBody(upstream: Launched): Promise<Buffer> {
 }
 
 async function performLadder(cfg: Config, troupe: Troupe, characterId: string, upstream: Launched, run: EngineRun): Promise<void> {
+  const engine = run.engine;
   const expected = Buffer.from(expectedPerformBody(cfg.performTokens));
   const perform: HttpTarget = {
-    label: 'perform',
-    port: Number(new URL(troupe.base).port),
-    method: 'POST',
-    path: '/perform',
-    headers: { authorization: `Bearer ${troupe.key}`, 'content-type': 'application/json' },
+    label: 'perform', port: troupe.child.port, method: 'POST', path: '/perform', headers: { authorization: troupe.auth, 'content-type': 'application/json' },
     body: Buffer.from(JSON.stringify({ npcId: characterId, history: [{ role: 'player', content: PLAYER_LINE }] })),
     check: (body) => (body.equals(expected) ? null : body.toString('utf8').slice(0, 200)),
   };
@@ -279,14 +213,8 @@ async function performLadder(cfg: Config, troupe: Troupe, characterId: string, u
   // The exact request Troupe made for that perform: the direct path replays it.
   const upstreamBody = await fetchUpstreamBody(upstream);
   const probeDirect: HttpTarget = {
-    label: 'direct',
-    port: upstream.port,
-    method: 'POST',
-    path: '/v1/chat/completions',
+    label: 'direct', port: upstream.port, method: 'POST', path: '/v1/chat/completions', body: upstreamBody, stream: true, check: () => null,
     headers: { authorization: 'Bearer sk-direct-unused', 'content-type': 'application/json', accept: 'text/event-stream' },
-    body: upstreamBody,
-    stream: true,
-    check: () => null,
   };
   const directFirst = await requestOnce(probeDirect);
   const directLength = directFirst.body.byteLength;
@@ -296,19 +224,19 @@ async function performLadder(cfg: Config, troupe: Troupe, characterId: string, u
     check: (body) => (body.byteLength === directLength ? null : `${body.byteLength} bytes (expected ${directLength}) ending ${JSON.stringify(body.subarray(-40).toString('utf8'))}`),
   };
   run.performPreflight = { directMs: directFirst.ms, performMs: first.ms, upstreamRequestBytes: upstreamBody.byteLength };
-  log(`${troupe.engine} perform: pre-flight ok (direct ${directFirst.ms.toFixed(1)} ms, perform ${first.ms.toFixed(1)} ms; Troupe's upstream request is ${upstreamBody.byteLength} bytes)`);
+  log(`${engine} perform: pre-flight ok (direct ${directFirst.ms.toFixed(1)} ms, perform ${first.ms.toFixed(1)} ms; Troupe's upstream request is ${upstreamBody.byteLength} bytes)`);
 
   const watch = [{ name: 'troupe', pid: troupe.child.pid }, { name: 'upstream', pid: upstream.pid }];
-  const memoryBefore = await sampleMemory(troupe);
+  const memoryBefore = (await probeTroupe(troupe)).memory;
   const firstResult = run.perform.length;
   for (const rate of cfg.performRates) {
-    await quiet(cfg, watch, `${troupe.engine} perform @ ${rate} req/s`);
+    await quiet(cfg, watch, `${engine} perform @ ${rate} req/s`);
     const [d, p] = await runLoad([direct, perform], { rate, warmupSec: cfg.performWarmupSec, durationSec: cfg.performDurationSec, watch });
     if (!d || !p) throw new Error('runLoad returned fewer results than targets');
-    const result = compareRate(troupe.engine, d, p, cfg.maxP99Ms);
+    const result = compareRate(engine, d, p, cfg.maxP99Ms);
     run.perform.push(result);
     log(
-      `${troupe.engine} perform @ ${rate} req/s: direct p50/p99 ${result.direct.latency.p50.toFixed(2)}/${result.direct.latency.p99.toFixed(2)} ms, ` +
+      `${engine} perform @ ${rate} req/s: direct p50/p99 ${result.direct.latency.p50.toFixed(2)}/${result.direct.latency.p99.toFixed(2)} ms, ` +
         `perform ${result.perform.latency.p50.toFixed(2)}/${result.perform.latency.p99.toFixed(2)} ms, added p99 ${result.added.p99.toFixed(2)} ms, ` +
         `achieved ${result.direct.achievedRps.toFixed(0)}/${result.perform.achievedRps.toFixed(0)}${result.sustained ? '' : ` (NOT sustained: ${result.verdict.join('; ')})`}`,
     );
@@ -318,45 +246,27 @@ async function performLadder(cfg: Config, troupe: Troupe, characterId: string, u
   for (const r of run.perform.slice(firstResult)) r.gc = gcInWindow(after.gcEvents, r.monotonicUs);
   run.performMemory = { before: memoryBefore, after: after.memory };
   log(
-    `${troupe.engine} perform: Troupe heap used after a full GC ${(memoryBefore.heapUsed / 2 ** 20).toFixed(1)} MiB before the rates, ` +
+    `${engine} perform: Troupe heap used after a full GC ${(memoryBefore.heapUsed / 2 ** 20).toFixed(1)} MiB before the rates, ` +
       `${(after.memory.heapUsed / 2 ** 20).toFixed(1)} MiB after; RSS ${(memoryBefore.rss / 2 ** 20).toFixed(1)} -> ${(after.memory.rss / 2 ** 20).toFixed(1)} MiB`,
   );
 }
 
 async function benchEngine(cfg: Config, engine: Engine, nodeBinary: string, upstream: Launched, stamp: string, waited: EngineRun['waitedForOthers']): Promise<EngineRun> {
-  const run: EngineRun = {
-    engine,
-    nodeBinary,
-    fanout: null,
-    fanoutCross: null,
-    perform: [],
-    performPreflight: null,
-    performMemory: null,
-    idle: null,
-    profile: null,
-    troupeExits: {},
-    errors: [],
-    waitedForOthers: waited,
-  };
+  const run: EngineRun = { engine, nodeBinary, fanout: null, fanoutCross: null, perform: [], performPreflight: null, performMemory: null, idle: null, profile: null, troupeExits: {}, errors: [], waitedForOthers: waited };
   const upstreamUrl = `http://127.0.0.1:${upstream.port}/v1`;
   const wants = (part: Part) => cfg.parts.includes(part);
 
   if (wants('fanout') || wants('perform')) {
     const profDir = cfg.cpuProf ? join(RESULTS_DIR, `cpuprof-conversations-${stamp}`, engine) : null;
     log(`${engine}: starting Troupe for fan-out and perform (LOG_LEVEL=${cfg.logLevel}${profDir ? ', --cpu-prof' : ''})`);
-    const troupe = await startTroupe({ engine, nodeBinary, upstreamUrl, logLevel: cfg.logLevel, fdLimit: 65_536, cpuProfDir: profDir, root: ROOT, readyTimeoutMs: READY_TIMEOUT_MS });
+    const troupe = await startTroupe(troupeOptions(engine, nodeBinary, upstreamUrl, cfg.logLevel, 65_536, profDir));
     try {
       const characterId = await createCharacter(troupe, 'Gate Guard');
       const watch = [{ name: 'troupe', pid: troupe.child.pid }, { name: 'upstream', pid: upstream.pid }];
       if (wants('fanout')) {
         try {
           await quiet(cfg, watch, `${engine} fan-out`);
-          run.fanout = await runFanout(
-            troupe,
-            characterId,
-            { ...fanoutOptions(cfg), watch },
-            (line) => log(`${engine} ${line}`),
-          );
+          run.fanout = await runFanout(troupe, characterId, { ...fanoutOptions(cfg), watch }, (line) => log(`${engine} ${line}`));
         } catch (err) {
           run.errors.push(`fan-out: ${(err as Error).message}`);
           log(`${engine}: fan-out failed: ${(err as Error).message}`);
@@ -371,7 +281,7 @@ async function benchEngine(cfg: Config, engine: Engine, nodeBinary: string, upst
         }
       }
     } finally {
-      run.troupeExits.fanoutPerform = await stopTroupe(troupe, profDir ? 30_000 : 10_000);
+      run.troupeExits.fanoutPerform = await troupe.stop(profDir ? 30_000 : 10_000);
     }
     if (profDir) {
       const file = await newestProfile(profDir);
@@ -384,17 +294,11 @@ async function benchEngine(cfg: Config, engine: Engine, nodeBinary: string, upst
 
   if (wants('fanout-redis')) {
     try {
-      run.fanoutCross = await runCrossProcessFanout(
-        {
-          troupe: { engine, nodeBinary, upstreamUrl, logLevel: cfg.logLevel, fdLimit: 65_536, cpuProfDir: null, root: ROOT, readyTimeoutMs: READY_TIMEOUT_MS },
-          databaseUrl: cfg.databaseUrl,
-          redisUrl: cfg.redisUrl,
-          fanout: fanoutOptions(cfg),
-          upstream: { name: 'upstream', pid: upstream.pid },
-          quiet: (watch) => quiet(cfg, watch, `${engine} fan-out across processes`),
-        },
-        (line) => log(`${engine} ${line}`),
-      );
+      const cross = {
+        troupe: troupeOptions(engine, nodeBinary, upstreamUrl, cfg.logLevel, 65_536, null), databaseUrl: cfg.databaseUrl, redisUrl: cfg.redisUrl, fanout: fanoutOptions(cfg),
+        upstream: { name: 'upstream', pid: upstream.pid }, quiet: (watch: readonly WatchedProcess[]) => quiet(cfg, watch, `${engine} fan-out across processes`),
+      };
+      run.fanoutCross = await runCrossProcessFanout(cross, (line) => log(`${engine} ${line}`));
       Object.assign(run.troupeExits, Object.fromEntries(Object.entries(run.fanoutCross.troupeExits).map(([k, v]) => [`fanoutRedis${k}`, v])));
     } catch (err) {
       run.errors.push(`fan-out across processes: ${(err as Error).message}`);
@@ -406,37 +310,24 @@ async function benchEngine(cfg: Config, engine: Engine, nodeBinary: string, upst
     let plan = planSockets(cfg);
     if (plan.capReason) log(`${engine} idle sockets: ${plan.requested} requested, ${plan.target} possible: ${plan.capReason}`);
     log(`${engine}: starting Troupe for ${plan.target} idle sockets (LOG_LEVEL=${cfg.socketsLogLevel}, ulimit -n ${plan.target + FD_SLACK})`);
-    const troupe = await startTroupe({
-      engine,
-      nodeBinary,
-      upstreamUrl,
-      logLevel: cfg.socketsLogLevel,
-      fdLimit: plan.target + FD_SLACK,
-      cpuProfDir: null,
-      root: ROOT,
-      readyTimeoutMs: READY_TIMEOUT_MS,
-    });
+    const troupe = await startTroupe(troupeOptions(engine, nodeBinary, upstreamUrl, cfg.socketsLogLevel, plan.target + FD_SLACK, null));
     try {
       // What Troupe actually got decides: the wrapper falls back to the hard limit when raising fails.
       const inUse = openFileCount(troupe.child.pid);
-      if (troupe.fdLimit !== null && inUse !== null) {
-        plan = planSockets(cfg, { limit: troupe.fdLimit, inUse });
-        if (plan.capReason) log(`${engine} idle sockets: with Troupe's ulimit -n ${troupe.fdLimit}: ${plan.target} sockets; ${plan.capReason}`);
+      const fdLimit = fileLimits(troupe.child.pid)?.soft;
+      if (fdLimit !== undefined && inUse !== null) {
+        plan = planSockets(cfg, { limit: fdLimit, inUse });
+        if (plan.capReason) log(`${engine} idle sockets: with Troupe's ulimit -n ${fdLimit}: ${plan.target} sockets; ${plan.capReason}`);
       }
       const characterId = await createCharacter(troupe, 'Innkeeper');
-      run.idle = await runIdle(
-        troupe,
-        characterId,
-        plan,
-        { concurrency: cfg.connectConcurrency, connectTimeoutMs: 30_000, settleMs: 3_000, warmupSockets: 500, root: ROOT },
-        (line) => log(`${engine} ${line}`),
-      );
+      const idleOptions = { concurrency: cfg.connectConcurrency, connectTimeoutMs: 30_000, settleMs: 3_000, warmupSockets: 500 };
+      run.idle = await runIdle(troupe, characterId, plan, idleOptions, (line) => log(`${engine} ${line}`));
     } catch (err) {
       run.errors.push(`idle sockets: ${(err as Error).message}`);
       log(`${engine}: idle sockets failed: ${(err as Error).message}`);
     } finally {
       // Troupe first: it closes the sockets from its side, so the clients' ports are not left in TIME_WAIT.
-      run.troupeExits.sockets = await stopTroupe(troupe, 30_000);
+      run.troupeExits.sockets = await troupe.stop(30_000);
       await stopIdleClients();
     }
   }
@@ -449,26 +340,20 @@ async function main(): Promise<void> {
 
   let waitBudget = cfg.waitOthersSec;
   const waitOthers = async () => {
-    const waited = await waitForOtherBenchmarks(waitBudget, 30, log);
+    const waited = await waitForOtherBenchmarks(waitBudget, 30);
     waitBudget = Math.max(0, waitBudget - waited.waitedSec);
     if (waited.stillRunning.length > 0) log(`WARNING: still running after the wait, measuring anyway: ${waited.stillRunning.join('; ')}`);
     return waited;
   };
 
   const git = await gitState(ROOT);
-  const { path: uwsPath, note: uwsNote } = await uwsEngineNode(ROOT, cfg.engines.includes('uws'), log);
+  const { path: uwsPath, note: uwsNote } = await uwsEngineNode(cfg.engines.includes('uws'), log);
 
-  const upstream = await launchUpstream({
-    loadtestDir: HERE,
-    script: 'support/upstream-server.ts',
-    env: {
-      BENCH_REPLY_TOKENS: String(cfg.performTokens),
-      BENCH_REPLY_GAP_MS: String(cfg.performGapMs),
-      BENCH_STAMP_TOKENS: String(cfg.fanoutChunks),
-      BENCH_STAMP_GAP_MS: String(cfg.fanoutGapMs),
-    },
-    readyMsg: UPSTREAM_READY_MSG,
-    cwd: ROOT,
+  const upstream = await startUpstream({
+    BENCH_REPLY_TOKENS: String(cfg.performTokens),
+    BENCH_REPLY_GAP_MS: String(cfg.performGapMs),
+    BENCH_STAMP_TOKENS: String(cfg.fanoutChunks),
+    BENCH_STAMP_GAP_MS: String(cfg.fanoutGapMs),
   });
   log(`upstream on 127.0.0.1:${upstream.port}`);
 
@@ -490,15 +375,7 @@ async function main(): Promise<void> {
   disarm();
 
   const elapsedSec = (Date.now() - started) / 1000;
-  const context = {
-    ...machine(),
-    totalMemMiB: Math.round(totalmem() / 2 ** 20),
-    uwsNode: uwsNote,
-    benchFdLimit: openFileLimit('self'),
-    ephemeralPorts: ephemeralPortCount(),
-    git,
-    elapsedSec,
-  };
+  const context = { ...machine(), totalMemMiB: Math.round(totalmem() / 2 ** 20), uwsNode: uwsNote, benchFdLimit: fileLimits('self')?.soft ?? null, ephemeralPorts: ephemeralPortCount(), git, elapsedSec };
   const out: string[] = ['', `## Conversations benchmark (${new Date().toISOString()})`, ''];
   out.push(
     `Machine: ${context.cpus} CPUs (${context.cpuModel}), ${context.totalMemMiB} MiB; Node ${process.version}; Troupe ${git.head}` +
@@ -596,25 +473,10 @@ async function main(): Promise<void> {
   );
   for (const r of runs) if (r.profile) out.push('', formatSrcProfile(r.profile, `${r.engine}, perform windows`));
   process.stdout.write(`${out.join('\n')}\n`);
-  const json = {
-    context,
-    config: cfg,
-    skipped,
-    engines: runs.map((r) => ({
-      engine: r.engine,
-      nodeBinary: r.nodeBinary,
-      waitedForOthers: r.waitedForOthers,
-      errors: r.errors,
-      troupeExits: r.troupeExits,
-      idle: r.idle,
-      fanout: r.fanout ? fanoutJson(r.fanout) : null,
-      fanoutCrossProcess: r.fanoutCross ? { ...r.fanoutCross, fanout: fanoutJson(r.fanoutCross.fanout) } : null,
-      performPreflight: r.performPreflight,
-      performMemory: r.performMemory,
-      perform: r.perform.map(rateJson),
-      profile: r.profile,
-    })),
-  };
+  const engines = runs.map(({ fanout, fanoutCross, perform, ...r }) => ({
+    ...r, fanout: fanout ? fanoutJson(fanout) : null, fanoutCrossProcess: fanoutCross ? { ...fanoutCross, fanout: fanoutJson(fanoutCross.fanout) } : null, perform: perform.map(rateJson),
+  }));
+  const json = { context, config: cfg, skipped, engines };
   const paths = await writeResults('conversations', stamp, json, out.join('\n'));
   process.stdout.write(`\nResults written to ${paths.json} and ${paths.markdown}\n`);
   if (runs.some((r) => r.errors.length > 0)) process.exitCode = 1;

@@ -3,7 +3,7 @@
  *
  *   (b) ingest     a ~50 MB file uploaded (curl, multipart) and processed to `ready`, on a fresh
  *                  PostgreSQL database and on PGlite (TROUPE_DATA_DIR in a temp dir), in two modes:
- *                  `process`: `node --import document-support/loop-probe.ts src/main.ts`, event-loop
+ *                  `process`: Troupe as a child with support/probe.ts preloaded, event-loop
  *                  delay measured inside that process by the preloaded probe (monitorEventLoopDelay),
  *                  plus back-to-back GET /healthz from here as the outside view; `in-process`:
  *                  startServer() in this process with monitorEventLoopDelay here. Goal: p99 < 20 ms.
@@ -12,7 +12,7 @@
  *                  hybrid; the fill rate of replaceChunks with both indexes; vector recall@6.
  *                  Goals: p99 <= 5 ms on PostgreSQL, <= 20 ms on PGlite; >= 3,000 chunks/s.
  *
- * Prints markdown tables and writes loadtest/results/documents-<timestamp>.json.
+ * Prints markdown tables and writes loadtest/results/documents-<stamp>.{json,md}.
  *
  * Environment (defaults in brackets):
  *   BENCH_PARTS              ingest,retrieval
@@ -33,21 +33,17 @@
  *   BENCH_WRITERS            documents written at once while filling [2]
  *   BENCH_MAX_RUN_SEC        hard limit for the whole run [3600]
  */
-import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
-import { dirname, join, resolve } from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { join } from 'node:path';
+import { gitState, machine, startRun } from './support/children.ts';
 import { envList, envNumber, envText } from './support/env.ts';
-import { gitState, machine, startRun } from './support/run.ts';
-import { makeBulkDocx, makeBulkPdf } from './document-support/files.ts';
+import { fixed, markdownTable, writeResults } from './support/report.ts';
+import { ROOT } from './support/troupe.ts';
 import { measureIngest, stageFile, type Backend, type IngestFile, type IngestResult, type Mode } from './document-support/ingest.ts';
 import { measureRetrieval, type RetrievalResult } from './document-support/retrieval.ts';
-import { makeTextFile } from './document-support/text.ts';
-import { formatIngest, formatRetrieval } from './document-support/report.ts';
+import { makeBulkDocx, makeBulkPdf, makeTextFile } from './document-support/text.ts';
 
-const HERE = dirname(fileURLToPath(import.meta.url));
-const ROOT = resolve(HERE, '..');
-const RESULTS_DIR = join(HERE, 'results');
 const PARTS = ['ingest', 'retrieval'] as const;
 const BACKENDS = ['postgres', 'pglite'] as const;
 const MODES = ['process', 'in-process'] as const;
@@ -91,7 +87,7 @@ async function main(): Promise<void> {
           for (const backend of backends) {
             for (const mode of modes) {
               results.push(await measureIngest({
-                backend, mode, file, run, databaseUrl, root: ROOT,
+                backend, mode, file, run, databaseUrl,
                 resolutionMs: envNumber('BENCH_LOOP_RESOLUTION_MS', 2, 1),
                 timeoutMs: envNumber('BENCH_INGEST_TIMEOUT_SEC', 600, 10) * 1000,
                 log,
@@ -129,11 +125,61 @@ async function main(): Promise<void> {
     sections.push(formatRetrieval(results));
   }
 
-  await mkdir(RESULTS_DIR, { recursive: true });
-  const file = join(RESULTS_DIR, `documents-${stamp}.json`);
-  await writeFile(file, JSON.stringify(out, null, 2));
-  process.stdout.write(`\n${sections.join('\n\n')}\n\nTroupe at ${git.head}${git.dirtySrc.length ? ` with uncommitted changes in ${git.dirtySrc.length} src/ file(s)` : ''}; raw results: ${file}\n`);
+  const markdown = `${sections.join('\n\n')}\n\nTroupe at ${git.head}${git.dirtySrc.length ? ` with uncommitted changes in ${git.dirtySrc.length} src/ file(s)` : ''}.`;
+  const paths = await writeResults('documents', stamp, out, markdown);
+  process.stdout.write(`\n${markdown}\n\nRaw results: ${paths.json}\n`);
   disarm();
+}
+
+/** Rows with the same key, in first-seen order; `runs` joins a column over them as `a / b`. */
+const grouped = <T>(items: T[], key: (item: T) => string): T[][] => [...Map.groupBy(items, key).values()];
+const runs = <T>(group: T[], cell: (item: T) => string) => group.map(cell).join(' / ');
+const f = (v: number | null | undefined, digits = 1) => fixed(v, digits, 'n/a');
+
+function formatIngest(results: IngestResult[], files: IngestFile[]): string {
+  const size = (id: string) => `${((files.find((x) => x.id === id)?.bytes ?? 0) / 1_048_576).toFixed(1)} MiB`;
+  const rows = grouped(results, (r) => `${r.file}|${r.backend}|${r.mode}`).map((g) => {
+    const first = g[0]!;
+    return [
+      `${first.file} ${size(first.file)}`,
+      first.backend,
+      first.mode,
+      runs(g, (r) => (r.status === 'ready' ? String(r.chunkCount) : r.status)),
+      runs(g, (r) => `${f(r.uploadMs / 1000)} + ${f(r.processMs / 1000)}`),
+      runs(g, (r) => f(r.idle.p99)),
+      runs(g, (r) => f(r.loop.p50)),
+      runs(g, (r) => f(r.loop.p99)),
+      runs(g, (r) => f(r.loop.max, 0)),
+      runs(g, (r) => `${r.loop.stallCount} (${f(r.loop.stalledMs / 1000)} s)`),
+      runs(g, (r) => (r.healthz ? `${f(r.healthz.p50)}, ${f(r.healthz.p99)}, ${f(r.healthz.max, 0)}` : '-')),
+      runs(g, (r) => r.loop.stalls.slice(0, 3).map(([, ms]) => ms).join(',') || '-'),
+    ];
+  });
+  return `### (b) Ingestion end to end: main-thread event-loop delay (goal p99 < 20 ms)\n\n${markdownTable(
+    ['file', 'backend', 'mode', 'chunks', 'upload + processing s', 'idle loop p99 ms', 'loop p50 ms', 'loop p99 ms', 'loop max ms', 'stalls > 20 ms: count (time)', 'GET /healthz p50, p99, max ms', 'longest stalls ms'],
+    rows,
+  )}`;
+}
+
+function formatRetrieval(results: RetrievalResult[]): string {
+  const rows: string[][] = [];
+  for (const r of results) {
+    for (const tier of r.tiers) {
+      for (const [mode, kinds] of Object.entries(tier.latency)) {
+        const cell = (kind: string) => {
+          const l = kinds[kind];
+          return l ? `${f(l.p50, 2)} / ${f(l.p99, 2)}` : '-';
+        };
+        const all = kinds.all;
+        rows.push([r.backend, String(tier.chunks), String(tier.total), mode, cell('all'), f(all?.max, 1), cell('keyword'), cell('question'), cell('common'), String(all?.minResults ?? '-'), mode === 'hybrid' ? f(tier.vectorRecall, 3) : '']);
+      }
+    }
+  }
+  const fills = results.map((r) => `${r.backend}: ${r.fill.chunks} chunks written in ${f(r.fill.writeMs / 1000, 0)} s (${f(r.fill.chunksPerSec, 0)} chunks/s, vectors ${r.vectors})`).join('; ');
+  return `### (c) Retrieval: DocumentIndex.search, top 6, one character in a shared index, 20 queries/s (goal p99 <= 5 ms PostgreSQL, <= 20 ms PGlite)\n\n${markdownTable(
+    ['backend', 'chunks (character)', 'chunks (index)', 'mode', 'p50 / p99 ms', 'max ms', 'keyword p50 / p99', 'question p50 / p99', 'common-word p50 / p99', 'fewest results', 'vector recall@6'],
+    rows,
+  )}\n\nFill (replaceChunks: chunks, tsvector + GIN, document_terms, HNSW): ${fills}.`;
 }
 
 main().then(

@@ -1,6 +1,6 @@
 /** The tables of `npm run bench:gateway` and the check of issue 12's goals against them. */
-import type { CpuWindow } from './support/cpu.ts';
-import { markdownTable, ms } from './support/results.ts';
+import type { CpuWindow } from './support/proc.ts';
+import { markdownTable, ms } from './support/report.ts';
 
 export interface TargetResult {
   label: string;

@@ -26,19 +26,15 @@
  * UWS_NODE (else `bash .ci/uws-node.sh`). Writes loadtest/results/gateway-<stamp>.{json,md}.
  */
 import { join } from 'node:path';
-import { processCpuSeconds, waitForQuiet } from './support/cpu.ts';
-import { launch, type Launched } from './support/children.ts';
-import { saturate } from './support/autocannon.ts';
+import { gitState, launch, machine, startRun, type Launched } from './support/children.ts';
 import { envFlag, envList, envLogLevel, envNumber, envRates, envText } from './support/env.ts';
-import { requestOnce, runLoad, type HttpTarget, type TargetRun } from './support/http-load.ts';
+import { monotonicUs, requestOnce, runLoad, saturate, type HttpTarget, type TargetRun } from './support/load.ts';
 import { installPortkey, portkeyHeaders, startPortkey } from './support/portkey.ts';
-import { BENCH_MODEL, LAST_BODY_PATH, UPSTREAM_READY_MSG } from './support/upstream-reply.ts';
+import { processCpuSeconds, waitForQuiet } from './support/proc.ts';
 import { formatSrcProfile, newestProfile, summarizeSrcProfile } from './support/profile.ts';
-import { RESULTS_DIR, writeResults } from './support/results.ts';
-import { gitState, machine, startRun, uwsEngineNode } from './support/run.ts';
-import { summarize } from './support/stats.ts';
-import { callJson, createCharacter, ROOT, startTroupe, type Engine } from './support/troupe.ts';
-import { troupeEnv } from './support/troupe-env.ts';
+import { RESULTS_DIR, summarize, writeResults } from './support/report.ts';
+import { callJson, createCharacter, ROOT, startTroupe, troupeEnv, uwsEngineNode, type Engine } from './support/troupe.ts';
+import { BENCH_MODEL, LAST_BODY_PATH, startUpstream } from './support/upstream-reply.ts';
 import { gatewayMarkdown, type CpuRow, type GatewayResult, type PhaseResult } from './gateway-report.ts';
 
 const PARTS = ['proxy', 'cpu', 'perform', 'reads'] as const;
@@ -131,7 +127,7 @@ async function main(): Promise<void> {
     config: cfg, machine: machine(), git: await gitState(ROOT), startedAt: new Date(run.started).toISOString(),
     proxy: [], cpu: [], perform: null, reads: [], notes: [], profile: null,
   };
-  const uwsNode = cfg.engine === 'uws' || cfg.parts.includes('reads') ? (await uwsEngineNode(ROOT, true, log)).path : null;
+  const uwsNode = cfg.engine === 'uws' || cfg.parts.includes('reads') ? (await uwsEngineNode(true, log)).path : null;
   if (cfg.engine === 'uws' && uwsNode === null) throw new Error('BENCH_ENGINE=uws but no Node here can load uWebSockets.js');
   if (cfg.parts.some((p) => p !== 'reads')) await chatParts(result, run.stamp, uwsNode);
   if (cfg.parts.includes('reads')) await reads(result, run.stamp, uwsNode);
@@ -143,7 +139,7 @@ async function main(): Promise<void> {
 
 /** proxy, cpu and perform: one upstream, the pipe, one Troupe and Portkey, stopped at the end. */
 async function chatParts(result: GatewayResult, stamp: string, uwsNode: string | null): Promise<void> {
-  const upstream = await startChild('upstream', 'loadtest/support/upstream-server.ts', { BENCH_REPLY_TOKENS: String(cfg.tokens), BENCH_REPLY_GAP_MS: String(cfg.chunkDelayMs) }, UPSTREAM_READY_MSG);
+  const upstream = await startUpstream({ BENCH_REPLY_TOKENS: String(cfg.tokens), BENCH_REPLY_GAP_MS: String(cfg.chunkDelayMs) });
   const upstreamV1 = `http://127.0.0.1:${upstream.port}/v1`;
   const pipe = await startChild('pipe', 'loadtest/support/pipe-proxy.ts', { BENCH_UPSTREAM_PORT: String(upstream.port) }, 'pipe listening');
   const profDir = join(RESULTS_DIR, `cpuprof-gateway-${stamp}`);
@@ -213,7 +209,7 @@ async function chatParts(result: GatewayResult, stamp: string, uwsNode: string |
   }
   const measuredTo = monotonicUs();
   // A graceful stop lets --cpu-prof write its profile.
-  await Promise.all([pipe.stop(), portkey?.stop(), troupe.child.stop(30_000), upstream.stop()]);
+  await Promise.all([pipe.stop(), portkey?.stop(), troupe.stop(30_000), upstream.stop()]);
   await addProfile(result, profDir, `troupe-${cfg.engine}, proxy/cpu/perform`, { start: measuredFrom, end: measuredTo });
 }
 
@@ -232,9 +228,6 @@ async function addProfile(result: GatewayResult, dir: string, label: string, win
   const file = cfg.cpuProf ? await newestProfile(dir) : null;
   if (file) result.profile = [result.profile, formatSrcProfile(await summarizeSrcProfile(file, window), label)].filter(Boolean).join('\n\n');
 }
-
-/** CLOCK_MONOTONIC µs: the clock of V8's .cpuprofile timestamps. */
-const monotonicUs = (): number => Number(process.hrtime.bigint() / 1000n);
 
 /** GET /characters/{id}: each server alone under autocannon, Troupe on both engines against the bare servers. */
 async function reads(result: GatewayResult, stamp: string, uwsNode: string | null): Promise<void> {
@@ -265,7 +258,7 @@ async function reads(result: GatewayResult, stamp: string, uwsNode: string | nul
         latencyMs: { p50: stats.latencyMs.p50, p99: stats.latencyMs.p99 },
       });
     }
-    await Promise.all([bare.stop(), troupe.child.stop(30_000)]);
+    await Promise.all([bare.stop(), troupe.stop(30_000)]);
     await addProfile(result, profDir, `troupe-${engine}, reads`, window);
   }
 }

@@ -3,8 +3,8 @@
  * after a fault, and whether any message is lost, duplicated or reordered (goal: none).
  *
  * Each scenario starts afresh: a temporary PostgreSQL database, a private `redis-server` on a
- * free port, the test suite's fake upstream (replies `Re: <message>` and words, one chunk each),
- * and two Troupe processes A and B (`node src/main.ts`). Under load throughout (see
+ * free port, the benchmarks' upstream in echo mode (`Re: <message>` and words, one chunk each),
+ * and two Troupe processes A and B. Under load throughout (see
  * outage-support/load.ts: per conversation, rounds of one message through A and one through B at
  * once; one WebSocket per conversation on each process; REST reads; /readyz polls), it injects:
  *   redis     Redis SIGKILLed and started again empty
@@ -34,20 +34,19 @@
  * A scenario with a timeout or a lost, duplicated or reordered message keeps its Troupe logs in
  * loadtest/results/outages-<stamp>-logs/.
  */
-import { dirname, join } from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { join } from 'node:path';
+import { gitState, machine, startRun } from './support/children.ts';
 import { envList, envNumber, envRates, envText } from './support/env.ts';
-import { writeResults } from './support/results.ts';
-import { gitState, machine, startRun } from './support/run.ts';
+import { RESULTS_DIR, writeResults } from './support/report.ts';
+import { ROOT } from './support/troupe.ts';
 import { markdown, type ScenarioResult } from './outage-support/report.ts';
-import { postgresOutage, processKill, redisRestart, rollingRestart, type Settings } from './outage-support/scenarios.ts';
+import { postgresOutage, processKill, redisRestart, rollingRestart } from './outage-support/scenarios.ts';
 
-const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..');
 const log = (line: string) => process.stderr.write(`[outages] ${line}\n`);
 
 const SCENARIOS = ['redis', 'kill', 'postgres', 'rolling'] as const;
 const scenarios = envList('BENCH_SCENARIOS', SCENARIOS);
-const settings: Settings = {
+export const settings = {
   databaseUrl: envText('BENCH_DATABASE_URL') ?? 'postgres://postgres@127.0.0.1:5432/test',
   engine: envText('BENCH_ENGINE') ?? 'auto',
   conversations: envNumber('BENCH_CONVERSATIONS', 16, 1),
@@ -62,8 +61,9 @@ const settings: Settings = {
   socketGraceMs: envNumber('BENCH_SOCKET_GRACE_MS', 1_500, 0),
   pgOutageMs: envNumber('BENCH_PG_OUTAGE_MS', 8_000, 100),
   rollingSettleMs: envNumber('BENCH_ROLLING_SETTLE_MS', 3_000, 0),
-  logDir: join(ROOT, 'loadtest', 'results'),
+  logDir: RESULTS_DIR,
 };
+export type Settings = typeof settings;
 const failovers = envRates('BENCH_FAILOVER_MS', '5000,2000').sort((a, b) => b - a);
 const pgModes = envList('BENCH_PG_MODES', ['reset', 'blackhole'] as const);
 

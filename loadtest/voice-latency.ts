@@ -30,9 +30,8 @@ import { RoomVoiceAgent } from '../src/voice/room-voice-agent.ts';
 import { SpeechClient, TTS_SAMPLE_RATE, type SynthesisOptions } from '../src/voice/speech.ts';
 import { missingSpeechTools, startSpeechServer } from '../test/support/speech-server.ts';
 import { startV1Fixture } from '../test/support/v1.ts';
-import { writeResults } from './support/results.ts';
-import { gitState, machine, startRun } from './support/run.ts';
-import { roundSummary, summarize } from './support/stats.ts';
+import { gitState, machine, startRun } from './support/children.ts';
+import { markdownTable, percentile, roundSummary, summarize, writeResults } from './support/report.ts';
 
 const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..');
 const LIVEKIT = { apiKey: 'APIbench', apiSecret: 'bench-secret-0123456789abcdefghijklmnopqrstu' };
@@ -150,24 +149,17 @@ async function main(): Promise<void> {
       endOfSpeechToFirstFrame: roundSummary(summarize(samples.total)),
     },
   };
-  const p95 = (values: number[]) => {
-    const sorted = [...values].sort((x, y) => x - y);
-    return sorted[Math.max(0, Math.ceil(0.95 * sorted.length) - 1)] ?? Number.NaN;
-  };
+  const p95 = (values: number[]) => percentile(Float64Array.from(values).sort(), 95);
   const row = (name: string, values: number[], budgeted: boolean) => {
     const s = summarize(values);
-    return `| ${name} | ${s.p50.toFixed(1)} | ${p95(values).toFixed(1)} | ${s.max.toFixed(1)} | ${budgeted ? (p95(values) <= BUDGET_MS ? 'within' : '**over**') : ''} |`;
+    return [name, s.p50.toFixed(1), p95(values).toFixed(1), s.max.toFixed(1), budgeted ? (p95(values) <= BUDGET_MS ? 'within' : '**over**') : ''];
   };
-  const markdown = [
-    `Troupe's share of a voice turn, ${turns} turns, ms (budget: p95 <= ${BUDGET_MS} ms each):`,
-    '',
-    '| segment | p50 | p95 | max | budget |',
-    '| --- | ---: | ---: | ---: | --- |',
+  const markdown = `Troupe's share of a voice turn, ${turns} turns, ms (budget: p95 <= ${BUDGET_MS} ms each):\n\n${markdownTable(['segment', 'p50', 'p95', 'max', 'budget'], [
     row('a. end of speech -> LLM request', samples.a, true),
     row('b. first sentence complete -> TTS request', samples.b, true),
     row('c. first TTS bytes -> first audio frame', samples.c, true),
     row('end of speech -> first audio frame (all of it, speech server and fake LLM included)', samples.total, false),
-  ].join('\n');
+  ], 'lrrrl')}`;
   const paths = await writeResults('voice-latency', run.stamp, result, markdown);
   process.stdout.write(`${markdown}\n\nwrote ${paths.json}\n\n`);
   link.close();

@@ -1,27 +1,27 @@
 /**
  * Part (b): chunk fan-out to the subscribers of one conversation. `subscribers` WebSockets (in
- * this process) join one conversation; messages are posted over HTTP; the upstream streams
- * stamped chunks (see support/upstream-reply.ts). For every chunk we record when each subscriber received it,
- * timestamping in the `message` handler before anything else (parsing waits until the message
- * is over), and derive:
+ * this process) join it; messages are posted over HTTP; the upstream streams stamped chunks
+ * (support/upstream-reply.ts). Each arrival is timestamped first thing in the `message` handler:
  *   - spread: last subscriber's arrival minus the first's, per chunk;
  *   - latency: arrival minus the instant the upstream wrote the chunk, per chunk and subscriber
- *     (upstream -> Troupe's SDK stream -> the conversation's actor -> its presence channel ->
- *     ConversationEvents of the subscribers' process -> socket -> this process), both on
- *     CLOCK_MONOTONIC.
- * In one process the presence channel is in memory. With `subscribeVia`, messages are posted on
- * one Troupe (where the caller made the conversation's actor run) and the subscribers connect to
- * another, so every event crosses Redis pub/sub between the two.
+ *     (upstream -> Troupe -> the conversation's actor -> its presence channel -> the subscribers'
+ *     process -> socket -> this process), both on CLOCK_MONOTONIC.
  * The subscribers share this process's one thread, so the spread includes the time this process
- * needs to take in N-1 messages (a few µs each): it is an upper bound of Troupe's own spread.
+ * takes in N-1 messages (a few µs each): an upper bound of Troupe's own spread.
+ * Across processes (runCrossProcessFanout), the actor runs on Troupe A, where messages are posted,
+ * and the subscribers are on B; both share a fresh PostgreSQL database and one Redis, so every
+ * chunk crosses Redis pub/sub.
  */
 import { performance } from 'node:perf_hooks';
 import { WebSocket } from 'ws';
-import { startCpuWindow, type CpuWindow, type WatchedProcess } from '../support/cpu.ts';
-import { summarize, type Summary } from '../support/stats.ts';
-import { delay } from '../support/children.ts';
-import { api, wsUrl, type Troupe } from './troupe.ts';
+import { createTempDatabase } from '../../test/support/databases.ts';
+import { delay, execFileAsync, parseJson } from '../support/children.ts';
+import { startCpuWindow, type CpuWindow, type WatchedProcess } from '../support/proc.ts';
+import { summarize } from '../support/report.ts';
+import { callJson, createCharacter, newBootstrapKey, startTroupe, type Troupe, type TroupeOptions } from '../support/troupe.ts';
 import { parseStamps, STAMP_PREFIX } from '../support/upstream-reply.ts';
+
+export const wsUrl = (troupe: Troupe, conversationId: string): string => `${troupe.base.replace(/^http/, 'ws')}/conversations/${conversationId}/ws?token=${encodeURIComponent(troupe.key ?? "")}`;
 
 export interface FanoutOptions {
   subscribers: number;
@@ -40,28 +40,7 @@ export interface FanoutOptions {
   subscribeVia?: Troupe;
 }
 
-export interface FanoutResult {
-  subscribers: number;
-  messages: number;
-  chunksPerMessage: number;
-  gapMs: number;
-  /** Chunks every subscriber received (the spread's sample count). */
-  completeChunks: number;
-  /** Chunk deliveries expected and missing (a subscriber never got it). */
-  expectedDeliveries: number;
-  missingDeliveries: number;
-  /** Per chunk: last subscriber's arrival - first subscriber's arrival (ms). */
-  spreadMs: Summary;
-  /** Per chunk and subscriber: arrival - upstream write (ms). */
-  latencyMs: Summary;
-  /** Per chunk: arrival at the first / last subscriber - upstream write (ms). */
-  firstSubscriberLatencyMs: Summary;
-  lastSubscriberLatencyMs: Summary;
-  /** POST /conversations/{id}/messages round trip (ms): the whole reply, stored. */
-  httpMessageMs: Summary;
-  cpu: CpuWindow;
-  problems: string[];
-}
+export type FanoutResult = Awaited<ReturnType<typeof runFanout>>;
 
 interface Arrival {
   at: number;
@@ -69,9 +48,7 @@ interface Arrival {
 }
 
 /** CLOCK_MONOTONIC µs as a float, cheap enough for the message handler. */
-function nowMicros(): number {
-  return Number(process.hrtime.bigint()) / 1000;
-}
+const nowMicros = (): number => Number(process.hrtime.bigint()) / 1000;
 
 async function openSubscriber(url: string, timeoutMs: number, inbox: Arrival[][], index: number): Promise<WebSocket> {
   return new Promise((resolve, reject) => {
@@ -99,8 +76,8 @@ async function openSubscriber(url: string, timeoutMs: number, inbox: Arrival[][]
   });
 }
 
-export async function runFanout(troupe: Troupe, characterId: string, options: FanoutOptions, log: (line: string) => void): Promise<FanoutResult> {
-  const conversation = options.conversationId ? { id: options.conversationId } : await api<{ id: string }>(troupe, 'POST', '/conversations', { characterId }, 201);
+export async function runFanout(troupe: Troupe, characterId: string, options: FanoutOptions, log: (line: string) => void) {
+  const conversation = options.conversationId ? { id: options.conversationId } : await callJson<{ id: string }>(troupe, 'POST', '/conversations', { characterId }, 201);
   const subscribeVia = options.subscribeVia ?? troupe;
   const inbox: Arrival[][] = Array.from({ length: options.subscribers }, () => []);
   const sockets: WebSocket[] = [];
@@ -123,7 +100,7 @@ export async function runFanout(troupe: Troupe, characterId: string, options: Fa
       if (measured && stopCpu === null) stopCpu = startCpuWindow(options.watch);
       for (const box of inbox) box.length = 0;
       const t0 = performance.now();
-      await api(troupe, 'POST', `/conversations/${conversation.id}/messages`, { content: `${STAMP_PREFIX} message ${m}` }, 200);
+      await callJson(troupe, 'POST', `/conversations/${conversation.id}/messages`, { content: `${STAMP_PREFIX} message ${m}` }, 200);
       const t1 = performance.now();
       // `done` goes out before the HTTP reply, but may not have arrived here yet.
       const deadline = Date.now() + options.timeoutMs;
@@ -170,25 +147,75 @@ export async function runFanout(troupe: Troupe, characterId: string, options: Fa
     for (const ws of sockets) ws.terminate();
   }
   if (problems.length > 5) problems.splice(5, problems.length - 5, `… and more (${problems.length} problems in all)`);
-  const result: FanoutResult = {
-    subscribers: options.subscribers,
-    messages: options.messages,
-    chunksPerMessage: options.chunks,
-    gapMs: options.gapMs,
-    completeChunks,
-    expectedDeliveries: expected,
-    missingDeliveries: missing,
-    spreadMs: summarize(spread),
-    latencyMs: summarize(latency),
-    firstSubscriberLatencyMs: summarize(firstLatency),
-    lastSubscriberLatencyMs: summarize(lastLatency),
-    httpMessageMs: summarize(httpMs),
-    cpu,
-    problems,
+  // Spread: last - first subscriber's arrival per chunk; latency: arrival - upstream write (ms).
+  const result = {
+    subscribers: options.subscribers, messages: options.messages, chunksPerMessage: options.chunks, gapMs: options.gapMs,
+    completeChunks, expectedDeliveries: expected, missingDeliveries: missing, spreadMs: summarize(spread), latencyMs: summarize(latency),
+    firstSubscriberLatencyMs: summarize(firstLatency), lastSubscriberLatencyMs: summarize(lastLatency), httpMessageMs: summarize(httpMs), cpu, problems,
   };
   log(
     `fan-out: ${completeChunks} chunks x ${options.subscribers} subscribers, spread p50/p99 ${result.spreadMs.p50.toFixed(3)}/${result.spreadMs.p99.toFixed(3)} ms, ` +
       `latency p50/p99 ${result.latencyMs.p50.toFixed(3)}/${result.latencyMs.p99.toFixed(3)} ms, missing ${missing}`,
   );
   return result;
+}
+
+export interface CrossOptions {
+  troupe: TroupeOptions;
+  /** Server to create the temporary database on, e.g. postgres://postgres@127.0.0.1:5432/test. */
+  databaseUrl: string;
+  redisUrl: string;
+  fanout: Omit<FanoutOptions, 'conversationId' | 'subscribeVia' | 'watch'>;
+  upstream: WatchedProcess;
+  /** Waits for a quiet machine before measuring. */
+  quiet: (watch: readonly WatchedProcess[]) => Promise<void>;
+}
+
+export interface CrossResult {
+  fanout: FanoutResult;
+  /** Where Redis' room cache says the actor runs, next to A's and B's Colyseus process ids. */
+  placement: { actorProcessId: string | null; aProcessId: string | null; bProcessId: string | null; onA: boolean | null };
+  troupeExits: Record<string, string>;
+}
+
+/** A Troupe's Colyseus process id, from its `actor system ready` log line (LOG_LEVEL info or lower). */
+function colyseusProcessId(troupe: Troupe): string | null {
+  const id = troupe.child.tail().split('\n').filter((l) => l.includes('actor system ready')).map((l) => parseJson(l)?.processId).find((x) => typeof x === 'string');
+  return typeof id === 'string' ? id : null;
+}
+
+/** Where Redis' room cache says the actor runs (redis-cli, when installed). */
+async function actorProcessId(redisUrl: string, roomId: string): Promise<string | null> {
+  const { stdout } = await execFileAsync('redis-cli', ['-u', redisUrl, '--raw', 'hget', 'roomcaches', roomId], { timeout: 5_000 }).catch(() => ({ stdout: '' }));
+  const id = parseJson(stdout.trim())?.processId;
+  return typeof id === 'string' ? id : null;
+}
+
+export async function runCrossProcessFanout(options: CrossOptions, log: (line: string) => void): Promise<CrossResult> {
+  const db = await createTempDatabase(options.databaseUrl);
+  const troupeExits: Record<string, string> = {};
+  const shared = { ...options.troupe, settings: { ...options.troupe.settings, DATABASE_URL: db.url, REDIS_URL: options.redisUrl }, key: newBootstrapKey() };
+  let a: Troupe | null = null;
+  let b: Troupe | null = null;
+  try {
+    log(`fan-out across processes: database ${new URL(db.url).pathname.slice(1)}, Redis ${options.redisUrl}; starting A`);
+    a = await startTroupe({ ...shared, name: `troupe-${shared.engine}-A` });
+    const characterId = await createCharacter(a, 'Gate Guard');
+    const conversation = await callJson<{ id: string }>(a, 'POST', '/conversations', { characterId }, 201);
+    // Creates the conversation's actor on A, the only process so far.
+    await callJson(a, 'POST', `/conversations/${conversation.id}/messages`, { content: `${STAMP_PREFIX} placement` }, 200);
+    log('fan-out across processes: actor started on A; starting B');
+    b = await startTroupe({ ...shared, name: `troupe-${shared.engine}-B` });
+    const placement = { actorProcessId: await actorProcessId(options.redisUrl, conversation.id), aProcessId: colyseusProcessId(a), bProcessId: colyseusProcessId(b), onA: null as boolean | null };
+    if (placement.actorProcessId && placement.aProcessId) placement.onA = placement.actorProcessId === placement.aProcessId;
+    if (placement.onA === false) throw new Error(`the conversation's actor runs on ${placement.actorProcessId}, not on A (${placement.aProcessId})`);
+    const watch = [{ name: 'troupeA', pid: a.child.pid }, { name: 'troupeB', pid: b.child.pid }, options.upstream];
+    await options.quiet(watch);
+    const fanout = await runFanout(a, characterId, { ...options.fanout, conversationId: conversation.id, subscribeVia: b, watch }, log);
+    return { fanout, placement, troupeExits };
+  } finally {
+    if (b) troupeExits.B = await b.stop(10_000);
+    if (a) troupeExits.A = await a.stop(10_000);
+    await db.drop().catch((err: unknown) => log(`could not drop ${db.url}: ${(err as Error).message}`));
+  }
 }

@@ -1,11 +1,127 @@
 /**
  * Part (a): many idle conversation WebSockets on one Troupe process. The client side lives in
- * socket-holder processes; Troupe's memory is read (after a full GC through the heap probe)
- * before and after they connect, and per socket = (after - before) / sockets open.
+ * socket-holder processes (one process may lack the file descriptors, and their memory is counted
+ * apart); Troupe's memory is read after a full GC (the probe) before and after they connect, and
+ * per socket = (after - before) / sockets open.
  */
-import { delay } from '../support/children.ts';
-import { startHolder, type ConnectResult, type Holder, type HolderStats } from './holders.ts';
-import { api, createConversations, sampleMemorySettled, type MemorySample, type Troupe } from './troupe.ts';
+import { createInterface } from 'node:readline';
+import { delay, spawnTracked, withFileLimit } from '../support/children.ts';
+import { processMemory } from '../support/proc.ts';
+import { callJson, ROOT, troupeEnv, type Troupe } from '../support/troupe.ts';
+
+export interface MemorySample {
+  /** VmRSS and VmHWM from /proc/<pid>/status, read right after the probe's GC. */
+  rss: number;
+  peakRss: number;
+  heapUsed: number;
+  heapTotal: number;
+  external: number;
+  arrayBuffers: number;
+  mallocedMemory: number;
+  gc: boolean;
+}
+
+/** A full GC in Troupe, then its memory; with the GC pauses [start µs, ms, kind] it had up to then. */
+export async function probeTroupe(troupe: Troupe): Promise<{ memory: MemorySample; gcEvents: [number, number, number][] }> {
+  const r = await troupe.probe();
+  const mem = processMemory(troupe.child.pid);
+  if (!mem) throw new Error(`cannot read /proc/${troupe.child.pid}/status`);
+  const n = (key: string) => Number(r[key]);
+  const memory = { rss: mem.rss, peakRss: mem.peakRss, heapUsed: n('heapUsed'), heapTotal: n('heapTotal'), external: n('external'), arrayBuffers: n('arrayBuffers'), mallocedMemory: n('mallocedMemory'), gc: r.gc === true };
+  return { memory, gcEvents: (r.gcEvents as [number, number, number][] | undefined) ?? [] };
+}
+
+/**
+ * Samples 2 s apart until RSS and the V8 heap's committed size hold steady (twice in a row within
+ * 2 MiB), at most 15 times. After a burst of allocation V8 and malloc give memory back only
+ * gradually: a sample taken meanwhile would count the release as a change caused by the sockets.
+ */
+async function sampleMemorySettled(troupe: Troupe): Promise<MemorySample & { rssSamples: number[]; settled: boolean }> {
+  const rssSamples: number[] = [];
+  let previous: MemorySample | null = null;
+  let calm = 0;
+  for (let i = 0; i < 15; i++) {
+    if (i > 0) await delay(2_000);
+    const sample = (await probeTroupe(troupe)).memory;
+    rssSamples.push(sample.rss);
+    const steady = previous && Math.abs(sample.rss - previous.rss) <= 2 * 2 ** 20 && Math.abs(sample.heapTotal - previous.heapTotal) <= 2 * 2 ** 20;
+    calm = steady ? calm + 1 : 0;
+    previous = sample;
+    if (calm >= 2) return { ...sample, rssSamples, settled: true };
+  }
+  return { ...previous!, rssSamples, settled: false };
+}
+
+interface HolderStats {
+  open: number;
+  unexpectedCloses: number;
+  messages: number;
+  doneChunks: number;
+  rss: number;
+  heapUsed: number;
+}
+
+interface ConnectResult {
+  ok: number;
+  errors: Record<string, number>;
+  samples: Record<string, string>;
+  ms: number;
+}
+
+interface Holder {
+  fdLimit: number | null;
+  localAddress: string;
+  /** Sends a command and resolves with its answer (one command at a time). */
+  command<T>(cmd: Record<string, unknown>, timeoutMs: number): Promise<T>;
+  stop(): Promise<void>;
+}
+
+/** A socket-holder.ts process, with `ulimit -n` raised, talking one JSON line per command and answer. */
+async function startHolder(name: string, fdLimit: number, localAddress: string): Promise<Holder> {
+  const holder = spawnTracked({ name, ...withFileLimit(fdLimit, process.execPath, ['--expose-gc', 'loadtest/conversation-support/socket-holder.ts']), cwd: ROOT, env: troupeEnv({}), stdin: 'pipe' });
+  const waiters: { op: string; resolve: (value: unknown) => void; reject: (err: Error) => void }[] = [];
+  void holder.exited.then(() => waiters.splice(0).forEach((w) => w.reject(new Error(`${name} exited: ${holder.tail().slice(-500)}`))));
+  createInterface({ input: holder.child.stdout }).on('line', (line) => {
+    const answer = JSON.parse(line) as { op?: string; message?: string };
+    // Anything else answers a command whose wait timed out: dropped.
+    if (answer.op !== waiters[0]?.op && answer.op !== 'error') return;
+    const waiter = waiters.shift();
+    if (answer.op === 'error') waiter?.reject(new Error(`${name}: ${answer.message}`));
+    else waiter?.resolve(answer);
+  });
+  holder.child.stdin.on('error', () => {}); // the exit handler reports it
+  const next = <T>(op: string, timeoutMs: number) =>
+    new Promise<T>((resolve, reject) => {
+      if (holder.exitInfo()) return reject(new Error(`${name} is not running: ${holder.tail().slice(-500)}`));
+      const timer = setTimeout(() => (waiters.splice(waiters.indexOf(waiter), 1), reject(new Error(`${name}: no answer to ${op} within ${timeoutMs} ms`))), timeoutMs);
+      const waiter = { op, resolve: (v: unknown) => (clearTimeout(timer), resolve(v as T)), reject: (e: Error) => (clearTimeout(timer), reject(e)) };
+      waiters.push(waiter);
+    });
+  const hello = await next<{ fdLimit: number | null }>('hello', 30_000);
+  return {
+    fdLimit: hello.fdLimit,
+    localAddress,
+    command<T>(cmd: Record<string, unknown>, timeoutMs: number) {
+      const answer = next<T>(String(cmd.op), timeoutMs);
+      holder.child.stdin.write(`${JSON.stringify(cmd)}\n`);
+      return answer;
+    },
+    async stop() {
+      // Closing stdin asks it to exit (SIGCONT does nothing); SIGKILL after 10 s.
+      holder.child.stdin.end();
+      await holder.stop(10_000, 'SIGCONT');
+    },
+  };
+}
+
+async function createConversations(troupe: Troupe, characterId: string, count: number): Promise<string[]> {
+  const ids: string[] = [];
+  for (let i = 0; i < count; i += 8) {
+    const batch = Array.from({ length: Math.min(8, count - i) }, () => callJson<{ id: string }>(troupe, 'POST', '/conversations', { characterId }, 201));
+    ids.push(...(await Promise.all(batch)).map((c) => c.id));
+  }
+  return ids;
+}
 
 export interface IdlePlan {
   requested: number;
@@ -23,67 +139,24 @@ export interface IdleOptions {
   connectTimeoutMs: number;
   settleMs: number;
   warmupSockets: number;
-  root: string;
 }
 
-export interface IdleResult {
-  plan: IdlePlan;
-  opened: number;
-  failed: number;
-  errors: Record<string, number>;
-  errorSamples: Record<string, string>;
-  /** Time spent opening the sockets (both steps, without the sampling in between). */
-  connectSec: number;
-  /** Sockets still open when the "after" sample was taken. */
-  openAtSample: number;
-  unexpectedCloses: number;
-  troupeBefore: MemorySample;
-  troupeAfter: MemorySample;
-  perSocket: { rssBytes: number; heapUsedBytes: number; externalBytes: number; mallocedBytes: number } | null;
-  /** Troupe with the first half of the sockets open. */
-  troupeHalf: MemorySample | null;
-  /** Slope between the half and the full sample: memory per socket without one-time growth. */
-  marginalPerSocket: { fromSockets: number; toSockets: number; rssBytes: number; heapUsedBytes: number } | null;
-  clientBefore: { rss: number; heapUsed: number };
-  clientAfter: { rss: number; heapUsed: number };
-  clientPerSocketRssBytes: number | null;
-  clientProcesses: number;
-  clientFdLimits: (number | null)[];
-  /** A reply posted into one conversation reached all of its idle sockets. */
-  liveness: { conversation: string; expected: number; received: number; ms: number } | null;
-}
+/** IdleResult, derived from what runIdle measures: see the report's notes for each figure. */
+export type IdleResult = Awaited<ReturnType<typeof runIdle>>;
+const sum = (values: readonly number[]): number => values.reduce((a, b) => a + b, 0);
+const mib = (bytes: number) => (bytes / 2 ** 20).toFixed(1);
 
-function sum(values: readonly number[]): number {
-  return values.reduce((a, b) => a + b, 0);
-}
-
-async function holderStats(holders: readonly Holder[]): Promise<HolderStats[]> {
-  return Promise.all(holders.map((h) => h.command<HolderStats>({ op: 'stats' }, 60_000)));
-}
-
-export async function runIdle(troupe: Troupe, characterId: string, plan: IdlePlan, options: IdleOptions, log: (line: string) => void): Promise<IdleResult> {
+export async function runIdle(troupe: Troupe, characterId: string, plan: IdlePlan, options: IdleOptions, log: (line: string) => void) {
   const conversations = await createConversations(troupe, characterId, plan.conversations);
   log(`idle sockets: ${plan.conversations} conversations created; starting ${plan.holders.length} client process(es)`);
   const holders: Holder[] = [];
   try {
-    for (const [i, h] of plan.holders.entries()) holders.push(await startHolder(`socket-holder-${i}`, h.count + 1024, h.localAddress, options.root));
-    const base = troupe.base.replace(/^http/, 'ws');
-    const connect = (holder: Holder, count: number, offset: number) =>
-      holder.command<ConnectResult>(
-        {
-          op: 'connect',
-          base,
-          token: troupe.key,
-          conversations,
-          count,
-          offset,
-          concurrency: options.concurrency,
-          timeoutMs: options.connectTimeoutMs,
-          ...(holder.localAddress === '127.0.0.1' ? {} : { localAddress: holder.localAddress }),
-        },
-        Math.max(120_000, count * 20) + options.connectTimeoutMs,
-      );
-
+    for (const [i, h] of plan.holders.entries()) holders.push(await startHolder(`socket-holder-${i}`, h.count + 1024, h.localAddress));
+    const stats = () => Promise.all(holders.map((h) => h.command<HolderStats>({ op: 'stats' }, 60_000)));
+    const connect = (holder: Holder, count: number, offset: number) => {
+      const cmd = { op: 'connect', base: troupe.base.replace(/^http/, 'ws'), token: troupe.key, conversations, count, offset, concurrency: options.concurrency, timeoutMs: options.connectTimeoutMs };
+      return holder.command<ConnectResult>({ ...cmd, ...(holder.localAddress === '127.0.0.1' ? {} : { localAddress: holder.localAddress }) }, Math.max(120_000, count * 20) + options.connectTimeoutMs);
+    };
     // Warm-up: Troupe's upgrade path compiled and its one-time structures allocated before "before".
     const first = holders[0];
     if (first && options.warmupSockets > 0) {
@@ -92,14 +165,11 @@ export async function runIdle(troupe: Troupe, characterId: string, plan: IdlePla
       log(`idle sockets: warm-up ${warm.ok} sockets opened and closed`);
       await delay(1_000);
     }
-
-    const clientBeforeStats = await holderStats(holders);
+    const clientBeforeStats = await stats();
     const troupeBefore = await sampleMemorySettled(troupe);
-    log(`idle sockets: Troupe before: RSS ${(troupeBefore.rss / 2 ** 20).toFixed(1)} MiB, heap used ${(troupeBefore.heapUsed / 2 ** 20).toFixed(1)} MiB`);
-
+    log(`idle sockets: Troupe before: RSS ${mib(troupeBefore.rss)} MiB, heap used ${mib(troupeBefore.heapUsed)} MiB`);
     // Two steps (each holder its first half, then its second half) with a sample in between: the
-    // slope over the second half leaves out one-time growth (V8 new space, allocator arenas)
-    // that the first sockets trigger.
+    // slope over the second half leaves out one-time growth the first sockets trigger.
     const t0 = Date.now();
     const progress = setInterval(() => log(`idle sockets: connecting (${Math.round((Date.now() - t0) / 1000)} s)`), 15_000);
     const connected: ConnectResult[] = [];
@@ -108,29 +178,24 @@ export async function runIdle(troupe: Troupe, characterId: string, plan: IdlePla
     try {
       for (const step of [0, 1] as const) {
         let offset = 0;
-        const jobs = plan.holders.map((h, i) => {
-          const holder = holders[i];
-          if (!holder) throw new Error('holder missing');
+        const results = await Promise.all(plan.holders.map((h, i) => {
           const firstHalf = Math.floor(h.count / 2);
-          const job = step === 0 ? connect(holder, firstHalf, offset) : connect(holder, h.count - firstHalf, offset + firstHalf);
+          const job = step === 0 ? connect(holders[i]!, firstHalf, offset) : connect(holders[i]!, h.count - firstHalf, offset + firstHalf);
           offset += h.count;
           return job;
-        });
-        const results = await Promise.all(jobs);
+        }));
         connected.push(...results);
         // Holders connect in parallel: a step lasts as long as its slowest holder.
         connectMs += Math.max(0, ...results.map((r) => r.ms));
-        if (step === 0) {
-          await delay(options.settleMs);
-          const open = sum((await holderStats(holders)).map((s) => s.open));
-          half = { sample: await sampleMemorySettled(troupe), open };
-          log(`idle sockets: Troupe with ${open} sockets: RSS ${(half.sample.rss / 2 ** 20).toFixed(1)} MiB, heap used ${(half.sample.heapUsed / 2 ** 20).toFixed(1)} MiB`);
-        }
+        if (step === 1) break;
+        await delay(options.settleMs);
+        const open = sum((await stats()).map((s) => s.open));
+        half = { sample: await sampleMemorySettled(troupe), open };
+        log(`idle sockets: Troupe with ${open} sockets: RSS ${mib(half.sample.rss)} MiB, heap used ${mib(half.sample.heapUsed)} MiB`);
       }
     } finally {
       clearInterval(progress);
     }
-    const connectSec = connectMs / 1000;
     const opened = sum(connected.map((c) => c.ok));
     const errors: Record<string, number> = {};
     const errorSamples: Record<string, string> = {};
@@ -138,93 +203,47 @@ export async function runIdle(troupe: Troupe, characterId: string, plan: IdlePla
       for (const [k, v] of Object.entries(c.errors)) errors[k] = (errors[k] ?? 0) + v;
       for (const [k, v] of Object.entries(c.samples)) errorSamples[k] ??= v;
     }
-    log(`idle sockets: ${opened} of ${plan.target} open after ${connectSec.toFixed(1)} s${opened < plan.target ? ` (failures: ${JSON.stringify(errors)})` : ''}`);
-
+    log(`idle sockets: ${opened} of ${plan.target} open after ${(connectMs / 1000).toFixed(1)} s${opened < plan.target ? ` (failures: ${JSON.stringify(errors)})` : ''}`);
     await delay(options.settleMs);
     const troupeAfter = await sampleMemorySettled(troupe);
-    const clientAfterStats = await holderStats(holders);
+    const clientAfterStats = await stats();
     const openAtSample = sum(clientAfterStats.map((s) => s.open));
     const unexpectedCloses = sum(clientAfterStats.map((s) => s.unexpectedCloses));
-    log(
-      `idle sockets: Troupe after: RSS ${(troupeAfter.rss / 2 ** 20).toFixed(1)} MiB, heap used ${(troupeAfter.heapUsed / 2 ** 20).toFixed(1)} MiB ` +
-        `with ${openAtSample} sockets open`,
-    );
+    log(`idle sockets: Troupe after: RSS ${mib(troupeAfter.rss)} MiB, heap used ${mib(troupeAfter.heapUsed)} MiB with ${openAtSample} sockets open`);
 
-    // Liveness: the first conversation's sockets must all get a reply's done chunk.
-    let liveness: IdleResult['liveness'] = null;
-    const onFirst = countOnConversation(plan, conversations.length, 0);
+    // Liveness: every socket of the first conversation (socket i joins conversation i mod n) gets a reply's done chunk.
+    let liveness: { conversation: string; expected: number; received: number; ms: number } | null = null;
+    const total = sum(plan.holders.map((h) => h.count));
+    const onFirst = total > 0 ? Math.floor((total - 1) / conversations.length) + 1 : 0;
     const conversation = conversations[0];
     if (conversation && onFirst > 0 && unexpectedCloses === 0) {
       await Promise.all(holders.map((h) => h.command({ op: 'reset' }, 30_000)));
       const l0 = Date.now();
-      await api(troupe, 'POST', `/conversations/${conversation}/messages`, { content: 'Are you still there?' }, 200);
+      await callJson(troupe, 'POST', `/conversations/${conversation}/messages`, { content: 'Are you still there?' }, 200);
       let received = 0;
-      for (const deadline = Date.now() + 15_000; Date.now() < deadline; await delay(200)) {
-        received = sum((await holderStats(holders)).map((s) => s.doneChunks));
-        if (received >= onFirst) break;
-      }
+      for (const deadline = Date.now() + 15_000; Date.now() < deadline && received < onFirst; await delay(200)) received = sum((await stats()).map((s) => s.doneChunks));
       liveness = { conversation, expected: onFirst, received, ms: Date.now() - l0 };
       log(`idle sockets: liveness check: ${received} of ${onFirst} sockets of one conversation got the reply`);
     }
-
-    const delta = (a: number, b: number) => (openAtSample > 0 ? (b - a) / openAtSample : Number.NaN);
+    const per = (a: number, b: number) => (b - a) / openAtSample;
     const added = half ? openAtSample - half.open : 0;
-    const marginal =
-      half && added > 0
-        ? {
-            fromSockets: half.open,
-            toSockets: openAtSample,
-            rssBytes: (troupeAfter.rss - half.sample.rss) / added,
-            heapUsedBytes: (troupeAfter.heapUsed - half.sample.heapUsed) / added,
-          }
-        : null;
     const clientBefore = { rss: sum(clientBeforeStats.map((s) => s.rss)), heapUsed: sum(clientBeforeStats.map((s) => s.heapUsed)) };
     const clientAfter = { rss: sum(clientAfterStats.map((s) => s.rss)), heapUsed: sum(clientAfterStats.map((s) => s.heapUsed)) };
     return {
-      plan,
-      opened,
-      failed: plan.target - opened,
-      errors,
-      errorSamples,
-      connectSec,
-      openAtSample,
-      unexpectedCloses,
-      troupeBefore,
-      troupeAfter,
-      perSocket:
-        openAtSample > 0
-          ? {
-              rssBytes: delta(troupeBefore.rss, troupeAfter.rss),
-              heapUsedBytes: delta(troupeBefore.heapUsed, troupeAfter.heapUsed),
-              externalBytes: delta(troupeBefore.external, troupeAfter.external),
-              mallocedBytes: delta(troupeBefore.mallocedMemory, troupeAfter.mallocedMemory),
-            }
-          : null,
+      plan, opened, failed: plan.target - opened, errors, errorSamples, connectSec: connectMs / 1000, openAtSample, unexpectedCloses, troupeBefore, troupeAfter,
+      perSocket: openAtSample > 0 ? { rssBytes: per(troupeBefore.rss, troupeAfter.rss), heapUsedBytes: per(troupeBefore.heapUsed, troupeAfter.heapUsed), externalBytes: per(troupeBefore.external, troupeAfter.external), mallocedBytes: per(troupeBefore.mallocedMemory, troupeAfter.mallocedMemory) } : null,
       troupeHalf: half?.sample ?? null,
-      marginalPerSocket: marginal,
-      clientBefore,
-      clientAfter,
-      clientPerSocketRssBytes: openAtSample > 0 ? (clientAfter.rss - clientBefore.rss) / openAtSample : null,
-      clientProcesses: holders.length,
-      clientFdLimits: holders.map((h) => h.fdLimit),
-      liveness,
+      /** Slope between the half and the full sample: memory per socket without one-time growth. */
+      marginalPerSocket: half && added > 0 ? { fromSockets: half.open, toSockets: openAtSample, rssBytes: (troupeAfter.rss - half.sample.rss) / added, heapUsedBytes: (troupeAfter.heapUsed - half.sample.heapUsed) / added } : null,
+      clientBefore, clientAfter, clientPerSocketRssBytes: openAtSample > 0 ? (clientAfter.rss - clientBefore.rss) / openAtSample : null,
+      clientProcesses: holders.length, clientFdLimits: holders.map((h) => h.fdLimit), liveness,
     };
   } finally {
-    // Troupe is stopped by the caller first (its sockets close from its side); then the holders go.
+    // Troupe is stopped by the caller first (its sockets close from its side, so the clients' ports
+    // are not left in TIME_WAIT); then stopIdleClients() stops the holders.
     holdersToStop.push(...holders);
   }
 }
 
-/** Holders of finished runs, stopped by stopIdleClients() once Troupe is gone. */
 const holdersToStop: Holder[] = [];
-
-export async function stopIdleClients(): Promise<void> {
-  const list = holdersToStop.splice(0);
-  await Promise.all(list.map((h) => h.stop()));
-}
-
-/** Sockets that joined conversation `c`: socket i (over all holders) joins conversation i mod n. */
-function countOnConversation(plan: IdlePlan, n: number, c: number): number {
-  const total = sum(plan.holders.map((h) => h.count));
-  return total > c ? Math.floor((total - 1 - c) / n) + 1 : 0;
-}
+export const stopIdleClients = (): Promise<unknown> => Promise.all(holdersToStop.splice(0).map((h) => h.stop()));

@@ -1,9 +1,9 @@
 /** Summaries and markdown tables of the conversations benchmark. */
-import type { CpuWindow } from '../support/cpu.ts';
-import { round3, roundSummary, splitHalfSpread, summarize, type Summary } from '../support/stats.ts';
+import type { TargetRun as RateRaw } from '../support/load.ts';
+import type { CpuWindow } from '../support/proc.ts';
+import { markdownTable, round3, roundSummary, splitHalfSpread, summarize, type Summary } from '../support/report.ts';
 import type { FanoutResult } from './fanout.ts';
 import type { IdleResult } from './idle.ts';
-import type { TargetRun as RateRaw } from '../support/http-load.ts';
 
 export interface PathSummary {
   target: string;
@@ -48,13 +48,8 @@ export interface GcWindow {
 /** GC pauses [start µs, ms, kind] that started inside the window (µs, CLOCK_MONOTONIC). */
 export function gcInWindow(events: readonly [number, number, number][], window: { start: number; end: number }): GcWindow {
   const inside = events.filter(([at]) => at >= window.start && at <= window.end);
-  return {
-    count: inside.length,
-    totalMs: round3(inside.reduce((sum, [, ms]) => sum + ms, 0)) ?? 0,
-    maxMs: round3(Math.max(0, ...inside.map(([, ms]) => ms))) ?? 0,
-    longPauses: inside.filter(([, ms]) => ms >= 5).length,
-    major: inside.filter(([, , kind]) => kind === 4).length,
-  };
+  const totalMs = round3(inside.reduce((sum, [, ms]) => sum + ms, 0)) ?? 0;
+  return { count: inside.length, totalMs, maxMs: round3(Math.max(0, ...inside.map(([, ms]) => ms))) ?? 0, longPauses: inside.filter(([, ms]) => ms >= 5).length, major: inside.filter(([, , kind]) => kind === 4).length };
 }
 
 export const SUSTAIN = { minAchievedRatio: 0.95, maxErrorRate: 0.001 } as const;
@@ -63,17 +58,8 @@ export const GENERATOR_MAX_LAG_P99_MS = 5;
 export function summarizePath(raw: RateRaw): PathSummary {
   const errorCount = Object.values(raw.errors).reduce((a, b) => a + b, 0);
   return {
-    target: raw.label,
-    scheduled: raw.scheduled,
-    ok: raw.ok,
-    errorCount,
-    errors: raw.errors,
-    errorSamples: raw.errorSamples,
-    achievedRps: raw.achievedRps,
-    latency: summarize(raw.total),
-    p99Noise: splitHalfSpread(raw.total, 99),
-    lag: summarize(raw.lag),
-    maxInFlight: raw.maxInFlight,
+    target: raw.label, scheduled: raw.scheduled, ok: raw.ok, errorCount, errors: raw.errors, errorSamples: raw.errorSamples, achievedRps: raw.achievedRps,
+    latency: summarize(raw.total), p99Noise: splitHalfSpread(raw.total, 99), lag: summarize(raw.lag), maxInFlight: raw.maxInFlight,
     slowest: raw.total
       .map((ms, i) => ({ ms, atSec: (raw.scheduledAt[i] ?? Number.NaN) / 1000 }))
       .sort((a, b) => b.ms - a.ms)
@@ -92,17 +78,8 @@ export function compareRate(engine: string, direct: RateRaw, perform: RateRaw, m
     if (!(s.latency.p99 <= maxP99Ms)) verdict.push(`${s.target} p99 ${s.latency.p99.toFixed(1)} ms > ${maxP99Ms} ms`);
   }
   return {
-    engine,
-    rate: direct.rate,
-    direct: d,
-    perform: p,
-    added: {
-      p50: p.latency.p50 - d.latency.p50,
-      p99: p.latency.p99 - d.latency.p99,
-      p99Noise: Math.max(d.p99Noise, p.p99Noise),
-    },
-    sustained: verdict.length === 0,
-    verdict,
+    engine, rate: direct.rate, direct: d, perform: p, sustained: verdict.length === 0, verdict,
+    added: { p50: p.latency.p50 - d.latency.p50, p99: p.latency.p99 - d.latency.p99, p99Noise: Math.max(d.p99Noise, p.p99Noise) },
     generatorSuspect: Math.max(d.lag.p99, p.lag.p99) > GENERATOR_MAX_LAG_P99_MS || (direct.cpu?.benchEventLoop ?? 0) > 0.9,
     cpu: direct.cpu ?? { children: {}, bench: 0, benchEventLoop: 0, other: null, machine: null },
     monotonicUs: direct.monotonicUs,
@@ -116,9 +93,7 @@ const pct = (v: number | null | undefined): string => (v === null || v === undef
 const mib = (bytes: number): string => (bytes / 2 ** 20).toFixed(1);
 const kib = (bytes: number | null | undefined): string => (bytes === null || bytes === undefined || !Number.isFinite(bytes) ? 'n/a' : (bytes / 1024).toFixed(2));
 
-function table(header: string[], align: string[], rows: string[][]): string {
-  return [header, align, ...rows].map((cells) => `| ${cells.join(' | ')} |`).join('\n');
-}
+const table = (header: string[], align: string[], rows: string[][]): string => markdownTable(header, rows, align.map((a) => (a.endsWith(':') ? 'r' : 'l')).join(''));
 
 export function idleTable(rows: readonly { engine: string; result: IdleResult }[], goalBytes: number): string {
   return table(
@@ -126,18 +101,10 @@ export function idleTable(rows: readonly { engine: string; result: IdleResult }[
     ['---', '---:', '---:', '---:', '---:', '---', '---:', '---:', '---:', '---:', '---:', '---:', '---'],
     rows.map(({ engine, result: r }) => [
       engine,
-      `${r.openAtSample} / ${r.plan.requested}${r.plan.target < r.plan.requested ? ' (capped)' : ''}`,
-      String(r.plan.conversations),
-      `${mib(r.troupeBefore.rss)} → ${r.troupeHalf ? mib(r.troupeHalf.rss) : '?'} → ${mib(r.troupeAfter.rss)}`,
-      kib(r.perSocket?.rssBytes),
-      r.perSocket ? (r.perSocket.rssBytes <= goalBytes ? 'yes' : 'no') : 'n/a',
-      kib(r.marginalPerSocket?.rssBytes),
-      kib(r.perSocket?.heapUsedBytes),
-      kib(r.marginalPerSocket?.heapUsedBytes),
-      `${kib(r.clientPerSocketRssBytes)} (${r.clientProcesses})`,
-      r.connectSec.toFixed(1),
-      r.failed === 0 && r.unexpectedCloses === 0 ? '0' : `${r.failed} failed, ${r.unexpectedCloses} closed (${Object.entries(r.errors).map(([k, v]) => `${k}:${v}`).join(' ')})`,
-      r.liveness ? `${r.liveness.received}/${r.liveness.expected} got a reply` : 'not checked',
+      `${r.openAtSample} / ${r.plan.requested}${r.plan.target < r.plan.requested ? ' (capped)' : ''}`, String(r.plan.conversations), `${mib(r.troupeBefore.rss)} → ${r.troupeHalf ? mib(r.troupeHalf.rss) : '?'} → ${mib(r.troupeAfter.rss)}`,
+      kib(r.perSocket?.rssBytes), r.perSocket ? (r.perSocket.rssBytes <= goalBytes ? 'yes' : 'no') : 'n/a', kib(r.marginalPerSocket?.rssBytes),
+      kib(r.perSocket?.heapUsedBytes), kib(r.marginalPerSocket?.heapUsedBytes), `${kib(r.clientPerSocketRssBytes)} (${r.clientProcesses})`,
+      r.connectSec.toFixed(1), r.failed === 0 && r.unexpectedCloses === 0 ? '0' : `${r.failed} failed, ${r.unexpectedCloses} closed (${Object.entries(r.errors).map(([k, v]) => `${k}:${v}`).join(' ')})`, r.liveness ? `${r.liveness.received}/${r.liveness.expected} got a reply` : 'not checked',
     ]),
   );
 }
@@ -156,15 +123,9 @@ export function fanoutTable(rows: readonly { engine: string; result: FanoutResul
     rows.map(({ engine, result: r }) => [
       engine,
       String(r.subscribers),
-      `${r.completeChunks} (${r.messages} × ${r.chunksPerMessage})`,
-      ms(r.spreadMs.p50, 3),
-      ms(r.spreadMs.p99, 3),
-      ms(r.latencyMs.p50, 3),
-      ms(r.latencyMs.p99, 3),
-      `${ms(r.firstSubscriberLatencyMs.p50, 3)} / ${ms(r.firstSubscriberLatencyMs.p99, 3)}`,
-      `${ms(r.lastSubscriberLatencyMs.p50, 3)} / ${ms(r.lastSubscriberLatencyMs.p99, 3)}`,
-      `${ms(r.httpMessageMs.p50, 1)} / ${ms(r.httpMessageMs.p99, 1)}`,
-      `${r.missingDeliveries} of ${r.expectedDeliveries}`,
+      `${r.completeChunks} (${r.messages} × ${r.chunksPerMessage})`, ms(r.spreadMs.p50, 3), ms(r.spreadMs.p99, 3),
+      ms(r.latencyMs.p50, 3), ms(r.latencyMs.p99, 3), `${ms(r.firstSubscriberLatencyMs.p50, 3)} / ${ms(r.firstSubscriberLatencyMs.p99, 3)}`,
+      `${ms(r.lastSubscriberLatencyMs.p50, 3)} / ${ms(r.lastSubscriberLatencyMs.p99, 3)}`, `${ms(r.httpMessageMs.p50, 1)} / ${ms(r.httpMessageMs.p99, 1)}`, `${r.missingDeliveries} of ${r.expectedDeliveries}`,
       `${pct(troupeCpu(r.cpu))} / ${pct(r.cpu.children.upstream)} / ${pct(r.cpu.bench)}`,
     ]),
   );
@@ -181,21 +142,11 @@ export function performTable(results: readonly RateResult[], goalMs: number): st
     ['---', '---:', '---:', '---:', '---:', '---:', '---:', '---:', '---:', '---', '---:', '---:', '---:', '---:', '---:', '---'],
     results.map((r) => [
       r.engine,
-      String(r.rate),
-      `${r.direct.achievedRps.toFixed(0)} / ${r.perform.achievedRps.toFixed(0)}`,
-      ms(r.direct.latency.p50),
-      ms(r.direct.latency.p99),
-      ms(r.perform.latency.p50),
-      ms(r.perform.latency.p99),
-      signed(r.added.p50),
-      `${signed(r.added.p99)} (±${ms(r.added.p99Noise)})`,
-      Number.isFinite(r.added.p99) ? (r.added.p99 <= goalMs ? 'yes' : 'no') : 'n/a',
-      `${errorsCell(r.direct)} / ${errorsCell(r.perform)}`,
-      `${ms(Math.max(r.direct.lag.p99, r.perform.lag.p99))}${r.generatorSuspect ? ' ⚠' : ''}`,
-      `${pct(r.cpu.children.troupe)} / ${pct(r.cpu.children.upstream)} / ${pct(r.cpu.bench)} / ${pct(r.cpu.other)}`,
-      troupeCpuPerRequest(r),
-      r.gc ? `${r.gc.totalMs.toFixed(0)} / ${r.gc.maxMs.toFixed(1)}` : 'n/a',
-      r.sustained ? 'yes' : `no: ${r.verdict.join('; ')}`,
+      String(r.rate), `${r.direct.achievedRps.toFixed(0)} / ${r.perform.achievedRps.toFixed(0)}`, ms(r.direct.latency.p50),
+      ms(r.direct.latency.p99), ms(r.perform.latency.p50), ms(r.perform.latency.p99),
+      signed(r.added.p50), `${signed(r.added.p99)} (±${ms(r.added.p99Noise)})`, Number.isFinite(r.added.p99) ? (r.added.p99 <= goalMs ? 'yes' : 'no') : 'n/a',
+      `${errorsCell(r.direct)} / ${errorsCell(r.perform)}`, `${ms(Math.max(r.direct.lag.p99, r.perform.lag.p99))}${r.generatorSuspect ? ' ⚠' : ''}`, `${pct(r.cpu.children.troupe)} / ${pct(r.cpu.children.upstream)} / ${pct(r.cpu.bench)} / ${pct(r.cpu.other)}`,
+      troupeCpuPerRequest(r), r.gc ? `${r.gc.totalMs.toFixed(0)} / ${r.gc.maxMs.toFixed(1)}` : 'n/a', r.sustained ? 'yes' : `no: ${r.verdict.join('; ')}`,
     ]),
   );
 }
@@ -208,34 +159,12 @@ function troupeCpuPerRequest(r: RateResult): string {
 }
 
 export function rateJson(r: RateResult): Record<string, unknown> {
-  const path = (s: PathSummary) => ({
-    ...s,
-    latency: roundSummary(s.latency),
-    lag: roundSummary(s.lag),
-    p99Noise: round3(s.p99Noise),
-    achievedRps: round3(s.achievedRps),
-  });
-  return {
-    engine: r.engine,
-    rate: r.rate,
-    direct: path(r.direct),
-    perform: path(r.perform),
-    added: { p50: round3(r.added.p50), p99: round3(r.added.p99), p99Noise: round3(r.added.p99Noise) },
-    sustained: r.sustained,
-    verdict: r.verdict,
-    generatorSuspect: r.generatorSuspect,
-    cpu: r.cpu,
-    gc: r.gc,
-  };
+  const path = (s: PathSummary) => ({ ...s, latency: roundSummary(s.latency), lag: roundSummary(s.lag), p99Noise: round3(s.p99Noise), achievedRps: round3(s.achievedRps) });
+  const { engine, rate, sustained, verdict, generatorSuspect, cpu, gc } = r;
+  return { engine, rate, direct: path(r.direct), perform: path(r.perform), added: { p50: round3(r.added.p50), p99: round3(r.added.p99), p99Noise: round3(r.added.p99Noise) }, sustained, verdict, generatorSuspect, cpu, gc };
 }
 
 export function fanoutJson(r: FanoutResult): Record<string, unknown> {
-  return {
-    ...r,
-    spreadMs: roundSummary(r.spreadMs),
-    latencyMs: roundSummary(r.latencyMs),
-    firstSubscriberLatencyMs: roundSummary(r.firstSubscriberLatencyMs),
-    lastSubscriberLatencyMs: roundSummary(r.lastSubscriberLatencyMs),
-    httpMessageMs: roundSummary(r.httpMessageMs),
-  };
+  const { spreadMs, latencyMs, firstSubscriberLatencyMs: first, lastSubscriberLatencyMs: last, httpMessageMs } = r;
+  return { ...r, spreadMs: roundSummary(spreadMs), latencyMs: roundSummary(latencyMs), firstSubscriberLatencyMs: roundSummary(first), lastSubscriberLatencyMs: roundSummary(last), httpMessageMs: roundSummary(httpMessageMs) };
 }

@@ -21,6 +21,7 @@ import { newId } from '../../src/ids.ts';
 import { openDocumentIndex } from '../../src/retrieval/document-index.ts';
 import { vectorHits } from '../../src/retrieval/vector-search.ts';
 import { createTempDatabase } from '../../test/support/databases.ts';
+import { percentile } from '../support/report.ts';
 import type { Backend } from './ingest.ts';
 import { FUNCTION_WORDS, seededRandom, vocabulary, WordSampler } from './text.ts';
 
@@ -66,10 +67,6 @@ const TOPICS = 64;
 const LIMIT = 6;
 const WARMUP = 20;
 const RECALL_QUERIES = 30;
-
-function percentile(sorted: number[], p: number): number {
-  return sorted[Math.min(sorted.length - 1, Math.max(0, Math.ceil((p / 100) * sorted.length) - 1))] ?? Number.NaN;
-}
 
 /** Topic centres plus noise, normalised: embeddings cluster by subject, as real ones do. */
 class VectorSource {

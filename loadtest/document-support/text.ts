@@ -1,3 +1,8 @@
+import { randomFillSync } from 'node:crypto';
+import { Document, HeadingLevel, ImageRun, Packer, Paragraph } from 'docx';
+import PDFDocument from 'pdfkit';
+import { makePng } from '../../test/support/document-fixtures.ts';
+
 /**
  * Seeded English-like text for the documents benchmark: function words as common as in English
  * prose (the 'simple' text-search configuration keeps them, so they match nearly every chunk) and
@@ -43,6 +48,8 @@ export function vocabulary(contentWords: number): string[] {
   return words;
 }
 
+const capitalise = (w: string) => `${w.charAt(0).toUpperCase()}${w.slice(1)}`;
+
 /** Draws words with probability proportional to 1 / rank (Zipf, s = 1). */
 export class WordSampler {
   readonly words: string[];
@@ -74,29 +81,24 @@ export class WordSampler {
     return this.words[lo] ?? 'the';
   }
 
+  #times<T>(min: number, spread: number, make: () => T): T[] {
+    return Array.from({ length: min + Math.floor(this.#random() * spread) }, make);
+  }
+
   /** A sentence of 8-22 words, capitalised, ending in a full stop. */
   sentence(): string {
-    const length = 8 + Math.floor(this.#random() * 15);
-    const parts: string[] = [];
-    for (let i = 0; i < length; i++) parts.push(this.word());
-    const text = parts.join(' ');
-    return `${text.charAt(0).toUpperCase()}${text.slice(1)}.`;
+    const text = this.#times(8, 15, () => this.word()).join(' ');
+    return `${capitalise(text)}.`;
   }
 
   /** A paragraph of 3-7 sentences. */
   paragraph(): string {
-    const count = 3 + Math.floor(this.#random() * 5);
-    const parts: string[] = [];
-    for (let i = 0; i < count; i++) parts.push(this.sentence());
-    return parts.join(' ');
+    return this.#times(3, 5, () => this.sentence()).join(' ');
   }
 
   /** A title-like run of 2-5 words. */
   heading(): string {
-    const count = 2 + Math.floor(this.#random() * 4);
-    const parts: string[] = [];
-    for (let i = 0; i < count; i++) parts.push(this.word());
-    return parts.map((w) => `${w.charAt(0).toUpperCase()}${w.slice(1)}`).join(' ');
+    return this.#times(2, 4, () => capitalise(this.word())).join(' ');
   }
 }
 
@@ -116,4 +118,47 @@ export function paragraphs(sampler: WordSampler, chars: number): string[] {
     size += p.length;
   }
   return out;
+}
+
+/** ~50 MB PDF and DOCX: the bulk is one incompressible noise image per page or section, the way real large office files are large. */
+/** A greyscale PNG of noise, `side` x `side`: deflate cannot shrink it, so it costs about side² bytes. */
+function noisePng(side: number): Uint8Array {
+  return makePng(side, side, randomFillSync(new Uint8Array(side * side)));
+}
+
+/** Pages needed so that `pages` images of `side`² bytes plus text reach `bytes`. */
+function imageSide(bytes: number, pages: number): number {
+  return Math.floor(Math.sqrt(bytes / pages) * 0.97);
+}
+
+/** About `bytes` of PDF: `pages` pages, each with text and one noise image. */
+export async function makeBulkPdf(bytes: number, pages: number, seed = 4): Promise<Uint8Array> {
+  const sampler = new WordSampler(vocabulary(20_000), seed);
+  const side = imageSide(bytes, pages);
+  const doc = new PDFDocument({ autoFirstPage: false, compress: true });
+  const chunks: Buffer[] = [];
+  doc.on('data', (chunk: Buffer) => chunks.push(chunk));
+  const ended = new Promise<void>((resolve) => doc.on('end', () => resolve()));
+  for (let page = 0; page < pages; page++) {
+    doc.addPage();
+    doc.fontSize(18).text(sampler.heading());
+    doc.image(Buffer.from(noisePng(side)), { fit: [200, 150] });
+    for (const paragraph of paragraphs(sampler, 1_800)) doc.fontSize(10).text(paragraph);
+  }
+  doc.end();
+  await ended;
+  return new Uint8Array(Buffer.concat(chunks));
+}
+
+/** About `bytes` of DOCX: `sections` headings, each with text and one noise image. */
+export async function makeBulkDocx(bytes: number, sections: number, seed = 5): Promise<Uint8Array> {
+  const sampler = new WordSampler(vocabulary(20_000), seed);
+  const side = imageSide(bytes, sections);
+  const children: Paragraph[] = [];
+  for (let s = 0; s < sections; s++) {
+    children.push(new Paragraph({ text: sampler.heading(), heading: HeadingLevel.HEADING_1 }));
+    children.push(new Paragraph({ children: [new ImageRun({ type: 'png', data: Buffer.from(noisePng(side)), transformation: { width: 200, height: 200 } })] }));
+    for (const paragraph of paragraphs(sampler, 3_000)) children.push(new Paragraph({ text: paragraph }));
+  }
+  return new Uint8Array(await Packer.toBuffer(new Document({ sections: [{ children }] })));
 }

@@ -16,7 +16,8 @@
  * the stored reply), once, in history order; a `done` for a reply that is not stored is a phantom.
  */
 import type { Send, Session } from './load.ts';
-import { parseTag, replyTag } from './wire.ts';
+import { echoedMessage as replyTag } from '../support/upstream-reply.ts';
+import { parseTag } from './load.ts';
 
 export interface StoredMessage {
   role: string;

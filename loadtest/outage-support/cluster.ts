@@ -1,78 +1,58 @@
 /**
  * What one outage scenario runs on: a fresh PostgreSQL database (optionally behind a fault
- * proxy), a private `redis-server` on a free port (restartable empty), the test suite's fake
- * upstream, and two Troupe processes (slots A and B) sharing both. A slot's process can be
- * killed, stopped and started again; `route` is the load balancer's table (a slot taken out of
- * rotation sends its traffic to the other one). Everything started is stopped by `close`, and
- * by an exit hook if the run dies first.
+ * proxy), a private `redis-server` on a free port (restartable empty), the benchmarks' upstream in
+ * echo mode, and two Troupe processes (slots A and B) sharing both. `route` is the load balancer's
+ * table (a slot taken out of rotation sends its traffic to the other one). `close` stops it all,
+ * and an exit hook drops the database if the run dies first.
  */
-import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
-import { once } from 'node:events';
-import { createServer, type AddressInfo } from 'node:net';
-import { dirname, join } from 'node:path';
+import { execFileSync } from 'node:child_process';
 import { performance } from 'node:perf_hooks';
-import { fileURLToPath } from 'node:url';
 import { Redis } from 'ioredis';
 import { createTempDatabase } from '../../test/support/databases.ts';
 import { startFaultProxy, type FaultProxy } from '../../test/support/fault-proxy.ts';
-import { startFakeUpstream, type FakeUpstream } from '../../test/support/openai/fake-upstream.ts';
-import { trackChild } from '../../test/support/leftovers.ts';
-import { spawnTroupe, type TroupeProcess } from '../../test/support/process.ts';
-import { replyFor } from './wire.ts';
-
-const ROOT = join(dirname(fileURLToPath(import.meta.url)), '../..');
+import { freePort, spawnTracked, type Tracked } from '../support/children.ts';
+import { ROOT, startTroupe, troupeEnv, type Troupe } from '../support/troupe.ts';
+import { BENCH_MODEL, startUpstream } from '../support/upstream-reply.ts';
 
 export type Slot = 'A' | 'B';
 export const SLOTS: readonly Slot[] = ['A', 'B'];
 export const other = (slot: Slot): Slot => (slot === 'A' ? 'B' : 'A');
 
-/** Synchronous last-resort cleanups for exits that skip `finally` (Ctrl-C, the time budget). */
+/** Databases to drop synchronously on an exit that skips `finally` (Ctrl-C, the time budget). */
 const onExit = new Map<string, () => void>();
-process.on('exit', () => {
-  for (const cleanup of onExit.values()) {
-    try {
-      cleanup();
-    } catch {
-      // best effort on the way out
-    }
-  }
-});
+process.on('exit', () => onExit.forEach((drop) => drop()));
 
 export interface ClusterOptions {
-  /** PostgreSQL server where the temporary database is made (and dropped). */
   databaseUrl: string;
-  /** Put a fault proxy between Troupe and PostgreSQL. */
+  /** A fault proxy between Troupe and PostgreSQL. */
   proxyDatabase: boolean;
   engine: string;
   failoverMs: number;
   replyChunks: number;
   chunkDelayMs: number;
-  /** Extra Troupe settings. */
-  env?: Record<string, string>;
 }
 
 export interface TroupeNode {
   /** A1, B1, A2 (the second process of slot A)… */
   label: string;
   slot: Slot;
-  proc: TroupeProcess;
+  troupe: Troupe;
   /** Colyseus' process id, from the `actor system ready` line. */
   processId: string;
 }
 
 const KEY = 'sk-troupe-outagebench_key_00000000001';
+export const gone = (node: TroupeNode): boolean => node.troupe.child.exitInfo() !== null;
 
 export class Cluster {
   readonly key = KEY;
   readonly nodes: Record<Slot, TroupeNode | null> = { A: null, B: null };
   /** Every process started, in order (their logs are read at the end). */
   readonly all: TroupeNode[] = [];
-  /** The load balancer: where traffic meant for a slot goes. */
   readonly route: Record<Slot, Slot> = { A: 'A', B: 'B' };
-  readonly #closers: (() => Promise<void>)[] = [];
+  readonly #closers: (() => Promise<unknown>)[] = [];
   #count: Record<Slot, number> = { A: 0, B: 0 };
-  #env: Record<string, string> = {};
-  upstream!: FakeUpstream;
+  #settings: Record<string, string> = {};
   redis!: PrivateRedis;
   pgProxy: FaultProxy | null = null;
   engine = '';
@@ -92,10 +72,7 @@ export class Cluster {
     const db = await createTempDatabase(options.databaseUrl);
     const name = new URL(db.url).pathname.slice(1);
     onExit.set(name, () => dropSync(options.databaseUrl, name));
-    this.#closers.push(async () => {
-      await db.drop();
-      onExit.delete(name);
-    });
+    this.#closers.push(() => db.drop().then(() => onExit.delete(name)));
     let databaseUrl = db.url;
     if (options.proxyDatabase) {
       const u = new URL(db.url);
@@ -104,22 +81,17 @@ export class Cluster {
       this.#closers.push(() => proxy.close());
       databaseUrl = proxy.via(db.url);
     }
-    const { replyChunks, chunkDelayMs } = options;
-    const upstream = await startFakeUpstream({ defaultReply: (body) => ({ text: replyFor(body, replyChunks), chunkDelayMs }) });
-    this.upstream = upstream;
-    this.#closers.push(() => upstream.close());
+    const upstream = await startUpstream({ BENCH_REPLY: 'echo', BENCH_REPLY_TOKENS: String(options.replyChunks), BENCH_REPLY_GAP_MS: String(options.chunkDelayMs) });
+    this.#closers.push(() => upstream.stop());
     this.redis = await startRedis();
     this.#closers.push(() => this.redis.stop());
-    this.#env = {
+    this.#settings = {
       DATABASE_URL: databaseUrl,
       REDIS_URL: this.redis.url,
       HTTP_ENGINE: options.engine,
-      LOG_LEVEL: 'info',
-      TROUPE_BOOTSTRAP_KEY: KEY,
-      INFERENCE_BASE_URL: upstream.url,
-      INFERENCE_MODEL: 'fake-chat-1',
+      INFERENCE_BASE_URL: `http://127.0.0.1:${upstream.port}/v1`,
+      INFERENCE_MODEL: BENCH_MODEL,
       ACTOR_FAILOVER_MS: String(options.failoverMs),
-      ...options.env,
     };
     // One first, so the other does not race it through the migrations of an empty database.
     await this.startSlot('A');
@@ -128,17 +100,19 @@ export class Cluster {
 
   /** Starts the slot's next process and puts it back in rotation. */
   async startSlot(slot: Slot): Promise<TroupeNode> {
-    const proc = await spawnTroupe(this.#env);
-    const [, processId = ''] = await proc.waitForOutput(/"processId":"([^"]+)"[^\n]*"msg":"actor system ready"/);
-    this.engine = (/"engine":"(\w+)"[^\n]*"msg":"troupe listening"/.exec(proc.stdout()) ?? [])[1] ?? '?';
-    const node: TroupeNode = { label: `${slot}${++this.#count[slot]}`, slot, proc, processId };
+    const label = `${slot}${++this.#count[slot]}`;
+    const troupe = await startTroupe({ name: `troupe-${label}`, key: KEY, settings: this.#settings, keepOutput: true });
+    // Logged before `troupe listening`, so it is in the output already.
+    const processId = /"processId":"([^"]+)"[^\n]*"msg":"actor system ready"/.exec(troupe.child.output())?.[1] ?? '';
+    this.engine = String(troupe.child.readyInfo.engine);
+    const node: TroupeNode = { label, slot, troupe, processId };
     this.nodes[slot] = node;
     this.all.push(node);
     this.route[slot] = slot;
     return node;
   }
 
-  /** The base URL traffic for `slot` goes to now, or null when that process is gone. */
+  /** The process traffic for `slot` goes to now, or null when it is gone. */
   target(slot: Slot): TroupeNode | null {
     return this.nodes[this.route[slot]];
   }
@@ -156,7 +130,7 @@ export class Cluster {
   }
 
   async close(): Promise<void> {
-    await Promise.all(this.all.map((node) => node.proc.stop('SIGKILL')));
+    await Promise.all(this.all.map((node) => node.troupe.child.stop(0, 'SIGKILL')));
     for (const close of this.#closers.reverse()) await close().catch((err: unknown) => process.stderr.write(`[outages] cleanup failed: ${String(err)}\n`));
   }
 }
@@ -165,52 +139,28 @@ export interface PrivateRedis {
   url: string;
   /** SIGKILL, then start again empty on the same port; resolves once it accepts connections. */
   restart(): Promise<{ downMs: number }>;
-  stop(): Promise<void>;
-}
-
-async function freePort(): Promise<number> {
-  const probe = createServer().listen(0, '127.0.0.1');
-  await once(probe, 'listening');
-  const { port } = probe.address() as AddressInfo;
-  await new Promise((resolve) => probe.close(resolve));
-  return port;
+  stop(): Promise<unknown>;
 }
 
 /** A `redis-server` of its own, saving nothing, as test/e2e/failover.test.ts starts one. */
-export async function startRedis(): Promise<PrivateRedis> {
+async function startRedis(): Promise<PrivateRedis> {
   const port = await freePort();
-  let server: ChildProcess | null = null;
-  const start = async () => {
-    const child = spawn('redis-server', ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'], { stdio: ['ignore', 'pipe', 'ignore'] });
-    server = child;
-    trackChild(child);
-    let out = '';
-    await new Promise<void>((resolve, reject) => {
-      child.once('error', reject);
-      child.stdout?.on('data', (chunk: Buffer) => {
-        out += chunk.toString();
-        if (out.includes('Ready to accept connections')) resolve();
-      });
-      child.once('exit', () => reject(new Error(`redis-server exited:\n${out}`)));
+  const start = () =>
+    new Promise<Tracked>((resolve, reject) => {
+      const args = ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'];
+      const server = spawnTracked({ name: 'redis', command: 'redis-server', args, env: troupeEnv({}), cwd: ROOT, onLine: (line) => line.includes('Ready to accept connections') && resolve(server) });
+      void server.exited.then(() => reject(new Error(`redis-server exited:\n${server.tail()}`)));
     });
-  };
-  const kill = async () => {
-    const child = server;
-    if (!child || child.exitCode !== null || child.signalCode !== null) return;
-    const exited = once(child, 'exit');
-    child.kill('SIGKILL');
-    await exited;
-  };
-  await start();
+  let server = await start();
   return {
     url: `redis://127.0.0.1:${port}`,
     async restart() {
       const t0 = performance.now();
-      await kill();
-      await start();
+      await server.stop(0, 'SIGKILL');
+      server = await start();
       return { downMs: performance.now() - t0 };
     },
-    stop: kill,
+    stop: () => server.stop(0, 'SIGKILL'),
   };
 }
 

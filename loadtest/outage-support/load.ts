@@ -12,8 +12,16 @@
 import { performance } from 'node:perf_hooks';
 import { setTimeout as sleep } from 'node:timers/promises';
 import WebSocket from 'ws';
+import { echoedMessage as replyTag } from '../support/upstream-reply.ts';
 import { SLOTS, type Cluster, type Slot } from './cluster.ts';
-import { messageTag, replyTag } from './wire.ts';
+
+/** The player message of conversation `conv`, round `round`, sent through `slot`: each is unique, and the echo reply names it. */
+export const messageTag = (conv: number, round: number, slot: string): string => `c${String(conv).padStart(2, '0')}-r${String(round).padStart(4, '0')}-${slot}`;
+
+export function parseTag(tag: string): { conv: number; round: number; slot: string } | null {
+  const m = /^c(\d+)-r(\d+)-([AB])$/.exec(tag);
+  return m ? { conv: Number(m[1]), round: Number(m[2]), slot: String(m[3]) } : null;
+}
 
 export interface LoadOptions {
   conversations: string[];
@@ -129,7 +137,7 @@ export class Load {
     const t0 = this.now();
     if (!node) return { t0, t1: t0, status: null, code: 'no_process', node: null, body: null };
     try {
-      const res = await fetch(node.proc.url + path, {
+      const res = await fetch(node.troupe.base + path, {
         method,
         headers: { authorization: `Bearer ${this.#cluster.key}`, ...(body ? { 'content-type': 'application/json' } : {}) },
         ...(body ? { body: JSON.stringify(body) } : {}),
@@ -204,7 +212,7 @@ export class Load {
         continue;
       }
       const session: Session = { conv, via, node: node.label, tReady: null, tClose: null, closeCode: null, replies: new Map(), doneOrder: [], errors: {}, events: 0 };
-      const ws = new WebSocket(`${node.proc.url.replace('http://', 'ws://')}/conversations/${id}/ws?token=${this.#cluster.key}`);
+      const ws = new WebSocket(`${node.troupe.base.replace('http://', 'ws://')}/conversations/${id}/ws?token=${this.#cluster.key}`);
       this.#sockets.add(ws);
       ws.on('message', (data) => this.#record(session, JSON.parse(String(data)) as Record<string, unknown>));
       const opened = await new Promise<boolean>((resolve) => {

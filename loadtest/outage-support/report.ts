@@ -1,7 +1,7 @@
 /** Markdown tables of an outages run: one per kind of outage, then what was lost, duplicated or reordered. */
+import { markdownTable } from '../support/report.ts';
 import type { HistoryCheck, SocketCheck } from './check.ts';
-import type { Spread } from './measure.ts';
-import type { postgresOutage, processKill, redisRestart, rollingRestart } from './scenarios.ts';
+import type { postgresOutage, processKill, redisRestart, rollingRestart, Spread } from './scenarios.ts';
 
 type Redis = Awaited<ReturnType<typeof redisRestart>>;
 type Kill = Awaited<ReturnType<typeof processKill>>;
@@ -9,8 +9,7 @@ type Postgres = Awaited<ReturnType<typeof postgresOutage>>;
 type Rolling = Awaited<ReturnType<typeof rollingRestart>>;
 export type ScenarioResult = Redis | Kill | Postgres | Rolling;
 
-const table = (header: string[], rows: (string | number)[][]) =>
-  [header, header.map((_, i) => (i === 0 ? '---' : '---:')), ...rows].map((cells) => `| ${cells.join(' | ')} |`).join('\n');
+const table = (header: string[], rows: (string | number)[][]) => markdownTable(header, rows);
 const ms = (v: number | null | undefined) => (v === null || v === undefined ? '–' : v >= 10_000 ? `${(v / 1000).toFixed(1)} s` : `${v} ms`);
 const p50max = (s: Spread) => (s.n === 0 ? '–' : `${ms(s.p50)} / ${ms(s.max)}`);
 const p50p99max = (s: Spread) => (s.n === 0 ? '–' : `${ms(s.p50)} / ${ms(s.p99)} / ${ms(s.max)} (n=${s.n})`);

@@ -10,32 +10,12 @@
 import { mkdir, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { ApiClient } from '../../test/support/client.ts';
+import { callJson } from '../support/troupe.ts';
+import { summarize } from '../support/report.ts';
 import { checkHistories, checkSockets, incidents, type StoredMessage } from './check.ts';
-import { Cluster, SLOTS, other, type ClusterOptions, type Slot } from './cluster.ts';
-import { Load } from './load.ts';
-import { logLines, logSummary, readiness, recovery, spread, tally, waitUntil } from './measure.ts';
-
-export interface Settings {
-  databaseUrl: string;
-  engine: string;
-  conversations: number;
-  thinkMs: number;
-  requestTimeoutMs: number;
-  readRate: number;
-  replyChunks: number;
-  chunkDelayMs: number;
-  warmupMs: number;
-  /** Load kept up after the system recovered, before the checks. */
-  afterMs: number;
-  /** The longest wait for every conversation to answer again. */
-  recoveryCapMs: number;
-  socketGraceMs: number;
-  pgOutageMs: number;
-  rollingSettleMs: number;
-  /** Where to keep the Troupe logs of a scenario that shows a timeout or a lost, duplicated or reordered message. */
-  logDir: string;
-}
+import { Cluster, gone, SLOTS, other, type ClusterOptions, type Slot } from './cluster.ts';
+import { Load, type Outcome, type Send } from './load.ts';
+import type { Settings } from '../outages.ts';
 
 type Log = (line: string) => void;
 
@@ -47,10 +27,10 @@ async function scenario<T extends object>(name: string, s: Settings, log: Log, o
   const cluster = await Cluster.start({ databaseUrl: s.databaseUrl, engine: s.engine, proxyDatabase: false, failoverMs: 5_000, replyChunks: s.replyChunks, chunkDelayMs: s.chunkDelayMs, ...options });
   let load: Load | null = null;
   try {
-    const api = new ApiClient((cluster.nodes.A ?? cluster.nodes.B)!.proc.url, cluster.key);
-    const characterId = (await api.post('/characters', { name: 'Warden' }).expect(201)).id as string;
+    const api = { base: cluster.nodes.A!.troupe.base, auth: `Bearer ${cluster.key}` };
+    const characterId = (await callJson<{ id: string }>(api, 'POST', '/characters', { name: 'Warden' }, 201)).id;
     const conversations: string[] = [];
-    for (let i = 0; i < s.conversations; i++) conversations.push((await api.post('/conversations', { characterId }).expect(201)).id as string);
+    for (let i = 0; i < s.conversations; i++) conversations.push((await callJson<{ id: string }>(api, 'POST', '/conversations', { characterId }, 201)).id);
     load = new Load(cluster, { conversations, characterId, thinkMs: s.thinkMs, requestTimeoutMs: s.requestTimeoutMs, readRate: s.readRate });
     log(`${name}: ${cluster.engine} engine, ${conversations.length} conversations; load on, warming up ${s.warmupMs} ms`);
     load.start();
@@ -65,32 +45,24 @@ async function scenario<T extends object>(name: string, s: Settings, log: Log, o
     const history = checkHistories(load.sends, histories);
     const odd = incidents(load.sends, histories, tFault);
     const logFiles: string[] = [];
-    if (history.lost + history.duplicated + history.reordered + history.notAlternating + history.wrongReply > 0 || odd.some((i) => i.answer === 'timeout') || cluster.all.some((node) => node.proc.child.exitCode !== null)) {
+    if (history.lost + history.duplicated + history.reordered + history.notAlternating + history.wrongReply > 0 || odd.some((i) => i.answer === 'timeout') || cluster.all.some((node) => (node.troupe.child.exitInfo()?.code ?? null) !== null)) {
       await mkdir(s.logDir, { recursive: true });
       for (const node of cluster.all) {
         const file = join(s.logDir, `${name.replace(/\W+/g, '-')}-${node.label}.log`);
-        await writeFile(file, node.proc.stdout() + node.proc.stderr());
+        await writeFile(file, node.troupe.child.output());
         logFiles.push(file);
       }
     }
     const result = {
-      scenario: name,
-      engine: cluster.engine,
-      ...measured,
-      history,
-      incidents: odd,
-      logFiles,
+      scenario: name, engine: cluster.engine, ...measured, history, incidents: odd, logFiles,
       /** Load-clock ms of the fault (incident times are relative to it). */
-      tFault: Math.round(tFault),
-      sockets: checkSockets(load.sends, histories, load.sessions, s.socketGraceMs),
-      messages: tally(load.sends),
+      tFault: Math.round(tFault), sockets: checkSockets(load.sends, histories, load.sessions, s.socketGraceMs), messages: tally(load.sends),
       replyBeforeFaultMs: spread(load.sends.filter((x) => x.status === 200 && x.t1 <= tFault).map((x) => x.t1 - x.t0)),
       refusedMs: spread(load.sends.filter((x) => x.status !== 200).map((x) => x.t1 - x.t0)),
       /** Refused before the fault, i.e. not the fault's doing (so far: first messages of a new conversation through both processes at once). */
       refusedBeforeFault: tally(load.sends.filter((x) => x.status !== 200 && x.t1 < tFault)),
       refusedFromFault: tally(load.sends.filter((x) => x.status !== 200 && x.t1 >= tFault)),
-      reads: tally(load.reads),
-      logs: logSummary(cluster),
+      reads: tally(load.reads), logs: logSummary(cluster),
       takeovers: logLines(cluster, 'the process running an actor stopped its heartbeat; taking its actors over'),
       superseded: logLines(cluster, 'conversation actor superseded by another process; disposing it'),
     };
@@ -107,9 +79,9 @@ async function readHistory(cluster: Cluster, id: string): Promise<StoredMessage[
   for (let attempt = 0; attempt < 60; attempt++) {
     for (const slot of SLOTS) {
       const node = cluster.nodes[slot];
-      if (!node || node.proc.child.exitCode !== null || node.proc.child.signalCode !== null) continue;
-      const res = await new ApiClient(node.proc.url, cluster.key).get(`/conversations/${id}`);
-      if (res.status === 200) return (res.body as { messages: StoredMessage[] }).messages;
+      if (!node || gone(node)) continue;
+      const res = await fetch(`${node.troupe.base}/conversations/${id}`, { headers: { authorization: `Bearer ${cluster.key}` }, signal: AbortSignal.timeout(30_000) }).catch(() => null);
+      if (res?.status === 200) return ((await res.json()) as { messages: StoredMessage[] }).messages;
     }
     await sleep(500);
   }
@@ -131,9 +103,7 @@ export function redisRestart(s: Settings, log: Log) {
       const perSlot = SLOTS.map((via) => recovery(load, convs, tFault, (x) => x.via === via && x.t0 >= tFault));
       const bothTimes = convs.map((_, i) => Math.max(...perSlot.map((r) => r.times[i] ?? Number.NaN)));
       return {
-        redisDownMs: Math.round(downMs),
-        answersAgainAnyMs: spread(any.times),
-        answersAgainBothMs: spread(bothTimes.filter(Number.isFinite)),
+        redisDownMs: Math.round(downMs), answersAgainAnyMs: spread(any.times), answersAgainBothMs: spread(bothTimes.filter(Number.isFinite)),
         answersAgainViaMs: Object.fromEntries(SLOTS.map((via, i) => [via, spread(perSlot[i]?.times ?? [])])),
         unrecovered: unrecovered.reduce((a, b) => a + b, 0),
         messagesAfterFault: tally(load.sends.filter((x) => x.t0 >= tFault && x.t0 < tFault + 5_000)),
@@ -150,7 +120,7 @@ export function processKill(s: Settings, log: Log, failoverMs: number) {
     const owned = convs.filter((conv) => placement.get(load.conversationId(conv)) === victim.processId);
     const inFlight = load.inFlight(victim.label);
     const tKill = load.now();
-    await victim.proc.stop('SIGKILL');
+    await victim.troupe.child.stop(0, 'SIGKILL');
     log(`SIGKILL: killed ${victim.label} (${owned.length} of ${convs.length} actors on it, ${inFlight.length} messages in flight to it)`);
     const viaB = (x: { via: Slot; t1: number }) => x.via === 'B' && x.t1 > tKill;
     await waitUntil(() => recovery(load, owned, tKill, viaB).missing.length === 0, s.recoveryCapMs);
@@ -159,14 +129,8 @@ export function processKill(s: Settings, log: Log, failoverMs: number) {
       const failover = recovery(load, owned, tKill, viaB);
       const others = convs.filter((c) => !owned.includes(c));
       const otherLatency = load.sends.filter((x) => others.includes(x.conv) && x.via === 'B' && x.t1 > tKill && x.t0 < tKill + failoverMs).map((x) => x.t1 - x.t0);
-      return {
-        failoverMs,
-        actorsOnKilled: owned.length,
-        inFlightToKilled: { n: inFlight.length, outcomes: tally(inFlight) },
-        failoverTimeMs: spread(failover.times),
-        notTakenOver,
-        otherConversationsReplyMs: spread(otherLatency),
-      };
+      const inFlightToKilled = { n: inFlight.length, outcomes: tally(inFlight) };
+      return { failoverMs, actorsOnKilled: owned.length, inFlightToKilled, failoverTimeMs: spread(failover.times), notTakenOver, otherConversationsReplyMs: spread(otherLatency) };
     };
   });
 }
@@ -201,11 +165,7 @@ function measurePostgres(load: Load, convs: number[], tCut: number, tRestore: nu
   });
   return {
     outageMs: Math.round(tRestore - tCut),
-    during: {
-      messages: tally(load.sends.filter(during)),
-      conversationReads: tally(load.reads.filter((x) => during(x) && x.kind === 'conversation')),
-      characterReads: tally(load.reads.filter((x) => during(x) && x.kind === 'character')),
-    },
+    during: { messages: tally(load.sends.filter(during)), conversationReads: tally(load.reads.filter((x) => during(x) && x.kind === 'conversation')), characterReads: tally(load.reads.filter((x) => during(x) && x.kind === 'character')) },
     okDuring: { beforeRestore: ok.filter((x) => x.t1 < tRestore).length, heldUntilAfter: ok.filter((x) => x.t1 >= tRestore).length },
     heldMs: spread(ok.map((x) => x.t1 - x.t0)),
     /** Every answer to a request that needs the database (messages, history reads) started during the outage. */
@@ -229,7 +189,7 @@ export function rollingRestart(s: Settings, log: Log) {
       cluster.route[slot] = other(slot); // out of rotation first, as a balancer does
       const inFlight = load.inFlight(node.label);
       const tTerm = load.now();
-      const code = await node.proc.stop('SIGTERM');
+      const { code } = await node.troupe.child.stop(60_000);
       const drainMs = load.now() - tTerm;
       await waitUntil(() => inFlight.every((x) => x.t1 >= 0), 5_000);
       const started = load.now();
@@ -242,4 +202,99 @@ export function rollingRestart(s: Settings, log: Log) {
     const refused = (step: (typeof steps)[number]) => tally(load.sends.filter((x) => x.status !== 200 && x.t0 >= step.tTerm && x.t0 < step.tTerm + step.drainMs + step.startMs));
     return () => ({ steps: steps.map((step) => ({ ...step, tTerm: undefined, refusedMeanwhile: refused(step) })) });
   });
+}
+
+export interface Spread {
+  n: number;
+  p50: number | null;
+  p99: number | null;
+  max: number | null;
+}
+
+function spread(values: readonly number[]): Spread {
+  const s = summarize(values);
+  const r = (v: number) => (Number.isFinite(v) ? Math.round(v) : null);
+  return { n: s.count, p50: r(s.p50), p99: r(s.p99), max: r(s.max) };
+}
+
+/**
+ * Per conversation (indices in `convs`), ms from `since` to the first 200 among the sends that
+ * match `which`; conversations with none yet are `missing`.
+ */
+function recovery(load: Load, convs: readonly number[], since: number, which: (s: Send) => boolean): { times: number[]; missing: number[] } {
+  const times: number[] = [];
+  const missing: number[] = [];
+  for (const conv of convs) {
+    // A 200 carrying the reply to another message is not an answer.
+    const ok = load.sends.filter((s) => s.conv === conv && s.status === 200 && s.answeredTag === s.tag && which(s)).map((s) => s.t1);
+    if (ok.length === 0) missing.push(conv);
+    else times.push(Math.min(...ok) - since);
+  }
+  return { times, missing };
+}
+
+/** Resolves once `done()` holds or `capMs` passed; true if it held. */
+async function waitUntil(done: () => boolean, capMs: number): Promise<boolean> {
+  const end = performance.now() + capMs;
+  while (!done()) {
+    if (performance.now() > end) return false;
+    await new Promise((resolve) => setTimeout(resolve, 100));
+  }
+  return true;
+}
+
+/** Outcomes by status or error code, e.g. `{ "200": 40, "503 database_unavailable": 12, "ECONNREFUSED": 3 }`. */
+function tally(outcomes: readonly Outcome[]): Record<string, number> {
+  const counts: Record<string, number> = {};
+  for (const o of outcomes) {
+    const key = o.status === null ? String(o.code) : o.status === 200 ? '200' : `${o.status} ${o.code ?? ''}`.trim();
+    counts[key] = (counts[key] ?? 0) + 1;
+  }
+  return counts;
+}
+
+/** After `from`: when `/readyz` on the slot first failed, and when it answered 200 again (ms after `from`). */
+function readiness(load: Load, via: Slot, from: number): { notReadyAfterMs: number | null; readyAgainAfterMs: number | null } {
+  const polls = load.ready.filter((r) => r.via === via && r.t >= from);
+  const down = polls.find((r) => !r.ok);
+  const up = down ? polls.find((r) => r.t > down.t && r.ok) : undefined;
+  return { notReadyAfterMs: down ? Math.round(down.t - from) : null, readyAgainAfterMs: up ? Math.round(up.t - from) : null };
+}
+
+/** Warnings and errors each process logged, by message, with one example line each. */
+function logSummary(cluster: Cluster): Record<string, { counts: Record<string, number>; examples: string[]; exit: string }> {
+  const out: Record<string, { counts: Record<string, number>; examples: string[]; exit: string }> = {};
+  for (const node of cluster.all) {
+    const counts: Record<string, number> = {};
+    const examples: string[] = [];
+    // From the `troupe listening` line on: start-up notes (no pgvector, no uWS) are not the outage's.
+    const output = node.troupe.child.output();
+    const from = output.indexOf('"msg":"troupe listening"');
+    for (const line of output.slice(from < 0 ? 0 : from).split('\n').slice(1)) {
+      if (!line.trim()) continue;
+      let entry: { level?: number; msg?: string; err?: { message?: string } };
+      try {
+        entry = JSON.parse(line) as typeof entry;
+      } catch {
+        counts['(not JSON)'] = (counts['(not JSON)'] ?? 0) + 1;
+        if (examples.length < 6) examples.push(line.slice(0, 300));
+        continue;
+      }
+      if ((entry.level ?? 0) < 40 && !/listed again|shutting down/.test(entry.msg ?? '')) continue;
+      // Ids and ports vary line to line; the message is what to count by.
+      const detail = (entry.err?.message ?? '').replace(/\b(conv|reply|req)_\w+/g, '$1_…').replace(/127\.0\.0\.1:\d+/g, '127.0.0.1:…').slice(0, 120);
+      const key = `${entry.level ?? '?'} ${entry.msg ?? '?'}${detail ? `: ${detail}` : ''}`;
+      if (counts[key] === undefined && examples.length < 6) examples.push(line.slice(0, 400));
+      counts[key] = (counts[key] ?? 0) + 1;
+    }
+    const exit = node.troupe.child.exitInfo();
+    out[node.label] = { counts, examples, exit: exit === null ? 'running' : `${exit.code ?? exit.signal}` };
+  }
+  return out;
+}
+
+/** How many lines, over every process, logged `msg`. */
+function logLines(cluster: Cluster, msg: string): number {
+  const needle = `"msg":${JSON.stringify(msg)}`;
+  return cluster.all.reduce((n, node) => n + node.troupe.child.output().split(needle).length - 1, 0);
 }

@@ -5,7 +5,7 @@
  * `{"msg":"bare listening","engine":"node","port":N}`.
  */
 import { createServer } from 'node:http';
-import { intEnv, listenAndAnnounce } from './fake-upstream.ts';
+import { intEnv, listenAndAnnounce } from './serve.ts';
 
 const body = Buffer.from(process.env.BENCH_BODY ?? '{}');
 const port = intEnv('BENCH_PORT', 0);

@@ -4,7 +4,7 @@
  * BENCH_UPSTREAM_PORT (required), BENCH_PORT (default 0); prints `{"msg":"pipe listening","port":N}`.
  */
 import { Agent, createServer, request } from 'node:http';
-import { intEnv, listenAndAnnounce } from './fake-upstream.ts';
+import { intEnv, listenAndAnnounce } from './serve.ts';
 
 const PIPE_READY_MSG = 'pipe listening';
 const upstreamPort = intEnv('BENCH_UPSTREAM_PORT', 0);

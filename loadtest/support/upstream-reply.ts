@@ -1,95 +1,68 @@
 /**
- * What the benchmarks' fake upstream (upstream-server.ts) answers, shared by the upstream (which
- * sends it) and the benchmarks (which check what came back).
- *
- * Two kinds of reply, chosen by the last user message of the request:
- *   - it starts with STAMP_PREFIX: a "stamped" stream. Every content chunk reads ` <i>@<µs>`, the
- *     chunk's index and the CLOCK_MONOTONIC microsecond at which the upstream handed it to its
- *     socket, so a receiver can tell how long the chunk took to reach it (same clock in every
- *     process of the machine).
- *   - anything else: the same fixed reply of N word tokens, streamed or not as asked.
+ * The wire of the benchmarks' one fake OpenAI-compatible upstream (upstream-server.ts), shared by
+ * the upstream, which sends it, and the benchmarks, which start it and check what came back.
+ * Replies, chosen by the last user message of a chat request:
+ *   - it starts with STAMP_PREFIX: a stamped stream; every content chunk reads ` <i>@<µs>`, its
+ *     index and the CLOCK_MONOTONIC µs at which the upstream wrote it (same clock machine-wide);
+ *   - BENCH_REPLY=echo: `Re: <that message>` then words, one chunk each (a reply names its message);
+ *   - otherwise the same fixed reply of N word tokens.
  */
+import { launch, type Launched } from './children.ts';
+import { ROOT, troupeEnv } from './troupe.ts';
 
 export const BENCH_MODEL = 'fake-chat-1';
 export const UPSTREAM_READY_MSG = 'bench upstream listening';
 export const STAMP_PREFIX = '#stamp';
-/** Returns (and forgets) the raw body of the last fixed-reply chat request the upstream got. */
+/** Returns (and forgets) the raw body of the last fixed-reply chat request. */
 export const LAST_BODY_PATH = '/bench/last-fixed-body';
 
-const WORDS = [
-  'Keep', 'your', 'voice', 'down', 'traveller', 'the', 'guards', 'change', 'at', 'the', 'bell', 'and', 'the', 'east',
-  'gate', 'stays', 'unwatched', 'for', 'as', 'long', 'as', 'it', 'takes', 'to', 'drink', 'a', 'mug', 'of', 'cider',
-  'so', 'be', 'quick', 'and', 'bring', 'me', 'the', 'lantern', 'oil', 'you', 'promised',
-];
-
-/** The fixed reply split into `tokens` word tokens; they join back to fixedReplyText(tokens). */
-function fixedReplyTokens(tokens: number): string[] {
-  return Array.from({ length: tokens }, (_, i) => `${i === 0 ? '' : ' '}${WORDS[i % WORDS.length] ?? 'word'}`);
+/** Starts upstream-server.ts with these BENCH_* settings, on any free port. */
+export function startUpstream(settings: Record<string, string>): Promise<Launched> {
+  const env = troupeEnv({ BENCH_UPSTREAM_PORT: '0', ...settings });
+  return launch({ name: 'upstream', command: process.execPath, args: ['loadtest/support/upstream-server.ts'], env, cwd: ROOT, readyMsg: UPSTREAM_READY_MSG, readyTimeoutMs: 30_000 });
 }
 
-function fixedReplyText(tokens: number): string {
-  return fixedReplyTokens(tokens).join('');
-}
+const WORDS = 'Keep your voice down traveller the guards change at the bell and the east gate stays unwatched for as long as it takes to drink a mug of cider so be quick and bring me the lantern oil you promised'.split(' ');
+
+/** The fixed reply as `tokens` word tokens. */
+export const fixedReplyTokens = (tokens: number): string[] => Array.from({ length: tokens }, (_, i) => `${i === 0 ? '' : ' '}${WORDS[i % WORDS.length] ?? 'word'}`);
 
 /** The body Troupe's POST /perform answers for the fixed reply. */
-export function expectedPerformBody(tokens: number): string {
-  return JSON.stringify([{ type: 'text', content: fixedReplyText(tokens).trim() }]);
-}
+export const expectedPerformBody = (tokens: number): string => JSON.stringify([{ type: 'text', content: fixedReplyTokens(tokens).join('').trim() }]);
 
-/** Content of stamped chunk `index`, written at `micros` (CLOCK_MONOTONIC µs). */
-export function stampText(index: number, micros: bigint): string {
-  return ` ${index}@${micros}`;
-}
+const ECHO_WORDS = ['and', 'so', 'the', 'story', 'goes', 'on', 'for', 'a', 'while', 'longer'];
 
-const STAMP = /(\d+)@(\d+)/g;
+/** The echo reply to `said`, `tokens` tokens in all. */
+export const echoReplyTokens = (said: string, tokens: number): string[] =>
+  ['Re:', said, ...Array.from({ length: Math.max(0, tokens - 2) }, (_, i) => ECHO_WORDS[i % ECHO_WORDS.length] ?? '')].map((w, i) => (i === 0 ? w : ` ${w}`));
+
+/** The message an echo reply answers, or null when it is not one. */
+export const echoedMessage = (content: string): string | null => /^Re: (\S+)/.exec(content)?.[1] ?? null;
+
+export const stampText = (index: number, micros: bigint): string => ` ${index}@${micros}`;
 
 /** Every stamp in a piece of text (normally one per chunk). */
-export function parseStamps(text: string): { index: number; micros: number }[] {
-  const out: { index: number; micros: number }[] = [];
-  for (const match of text.matchAll(STAMP)) out.push({ index: Number(match[1]), micros: Number(match[2]) });
-  return out;
-}
-
-interface ChunkHead {
-  id: string;
-  created: number;
-  model: string;
-}
+export const parseStamps = (text: string): { index: number; micros: number }[] => [...text.matchAll(/(\d+)@(\d+)/g)].map((m) => ({ index: Number(m[1]), micros: Number(m[2]) }));
 
 /** One SSE frame of a chat.completion.chunk with a single choice. */
-export function chunkFrame(head: ChunkHead, delta: Record<string, unknown>, finishReason: string | null): string {
-  const chunk = {
-    id: head.id,
-    object: 'chat.completion.chunk',
-    created: head.created,
-    model: head.model,
-    system_fingerprint: 'fp_conv_bench',
-    choices: [{ index: 0, delta, logprobs: null, finish_reason: finishReason }],
-  };
+export function chunkFrame(head: { id: string; created: number; model: string }, delta: Record<string, unknown>, finishReason: string | null): string {
+  const chunk = { id: head.id, object: 'chat.completion.chunk', created: head.created, model: head.model, system_fingerprint: 'fp_conv_bench', choices: [{ index: 0, delta, logprobs: null, finish_reason: finishReason }] };
   return `data: ${JSON.stringify(chunk)}\n\n`;
 }
 
 export const DONE_FRAME = 'data: [DONE]\n\n';
 
-/** All frames of the fixed reply: role chunk, one chunk per token, finish chunk, [DONE]. */
-export function fixedFrames(model: string, tokens: number): string[] {
-  const head = { id: 'chatcmpl-convbench-fixed', created: 1_700_000_000, model };
-  return [
-    chunkFrame(head, { role: 'assistant', content: '' }, null),
-    ...fixedReplyTokens(tokens).map((token) => chunkFrame(head, { content: token }, null)),
-    chunkFrame(head, {}, 'stop'),
-    DONE_FRAME,
-  ];
+/** Role chunk, one chunk per token, finish chunk, [DONE]. */
+export function replyFrames(model: string, tokens: readonly string[], id = 'chatcmpl-convbench-fixed'): string[] {
+  const head = { id, created: 1_700_000_000, model };
+  return [chunkFrame(head, { role: 'assistant', content: '' }, null), ...tokens.map((content) => chunkFrame(head, { content }, null)), chunkFrame(head, {}, 'stop'), DONE_FRAME];
 }
 
-/** The non-streamed chat.completion of the fixed reply. */
-export function fixedCompletion(model: string, tokens: number): string {
+/** The non-streamed chat.completion of a reply. */
+export function completionBody(model: string, tokens: readonly string[]): string {
   return JSON.stringify({
-    id: 'chatcmpl-convbench-fixed',
-    object: 'chat.completion',
-    created: 1_700_000_000,
-    model,
-    choices: [{ index: 0, message: { role: 'assistant', content: fixedReplyText(tokens), refusal: null }, logprobs: null, finish_reason: 'stop' }],
-    usage: { prompt_tokens: 50, completion_tokens: tokens, total_tokens: 50 + tokens },
+    id: 'chatcmpl-convbench-fixed', object: 'chat.completion', created: 1_700_000_000, model,
+    choices: [{ index: 0, message: { role: 'assistant', content: tokens.join(''), refusal: null }, logprobs: null, finish_reason: 'stop' }],
+    usage: { prompt_tokens: 50, completion_tokens: tokens.length, total_tokens: 50 + tokens.length },
   });
 }

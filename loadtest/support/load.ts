@@ -1,0 +1,208 @@
+/**
+ * The open-loop HTTP load generator: request i starts at t0 + i / (rate * targets) whatever
+ * happened to the earlier ones (no coordinated omission), alternating between the targets so each
+ * gets `rate` req/s and all live through the same moments of a shared machine; the warm-up ones
+ * are not reported. node:http with one keep-alive Agent per target: the least client CPU per
+ * request (fetch adds web streams). Per measured request: time to first content (streams: the
+ * first chunk with a non-empty `"content":"`; otherwise the first body bytes) and total time.
+ * A request fails on a non-2xx status, a socket error, the timeout, a reply that is (not) an
+ * event stream when the target says otherwise, a stream without `data: [DONE]`, or `check`.
+ * Also: autocannon's closed loop (`saturate`), for throughput.
+ */
+import { Agent, request as httpRequest } from 'node:http';
+import { performance } from 'node:perf_hooks';
+import autocannon from 'autocannon';
+import { startCpuWindow, type CpuWindow, type WatchedProcess } from './proc.ts';
+
+export interface HttpTarget {
+  label: string;
+  port: number;
+  method: 'GET' | 'POST';
+  path: string;
+  headers: Record<string, string>;
+  body?: Buffer;
+  /** A streamed (SSE) reply. */
+  stream?: boolean;
+  /** null when the whole body is right, else what is wrong (the body is kept only with a check). */
+  check?: (body: Buffer) => string | null;
+}
+
+export interface TargetRun {
+  label: string;
+  rate: number;
+  /** Measured requests scheduled, and those that succeeded. */
+  scheduled: number;
+  ok: number;
+  /** Successful measured requests, ms, in completion order. */
+  ttfc: number[];
+  total: number[];
+  /** Scheduled instant of each successful measured request, ms after the window opened. */
+  scheduledAt: number[];
+  errors: Record<string, number>;
+  errorSamples: Record<string, string>;
+  /** How late requests were handed to node:http after their scheduled time (ms). */
+  lag: number[];
+  /** Successful completions inside the measured window, per second. */
+  achievedRps: number;
+  maxInFlight: number;
+  cpu: CpuWindow | null;
+  /** CLOCK_MONOTONIC µs (V8 profiles' clock) of the measured window. */
+  monotonicUs: { start: number; end: number };
+}
+
+export const monotonicUs = (): number => Number(process.hrtime.bigint() / 1000n);
+const CONTENT = Buffer.from('"content":"');
+const DONE = Buffer.from('data: [DONE]');
+
+/** Whether `buf` holds a non-empty `"content":"` (the role chunk's content is empty). */
+function hasContent(buf: Buffer): boolean {
+  for (let at = buf.indexOf(CONTENT); at !== -1; at = buf.indexOf(CONTENT, at + 1)) if (buf[at + CONTENT.length] !== 0x22) return true;
+  return false;
+}
+
+type Done = (failure: string | null, detail: string, first: number, body: Buffer) => void;
+
+function send(target: HttpTarget, agent: Agent | undefined, timeoutMs: number, done: Done): void {
+  let settled = false;
+  const settle: Done = (failure, detail, first, body) => {
+    if (settled) return;
+    settled = true;
+    clearTimeout(timer);
+    done(failure, detail, first, body);
+  };
+  const none = Buffer.alloc(0);
+  const headers = target.body ? { ...target.headers, 'content-length': String(target.body.byteLength) } : target.headers;
+  const req = httpRequest({ host: '127.0.0.1', port: target.port, method: target.method, path: target.path, headers, agent }, (res) => {
+    const status = res.statusCode ?? 0;
+    const isStream = String(res.headers['content-type'] ?? '').startsWith('text/event-stream');
+    const wrong = status < 200 || status > 299 || isStream !== (target.stream === true);
+    const keep: Buffer[] | null = wrong || target.check ? [] : null;
+    let first = 0;
+    let tail: Buffer = none;
+    res.on('data', (buf: Buffer) => {
+      keep?.push(buf);
+      if (wrong) return;
+      if (first === 0 && (!target.stream || hasContent(buf))) first = performance.now();
+      // Only the end matters: the last chunk (joined with the one before when it is short).
+      if (target.stream) tail = buf.length >= DONE.length + 4 ? buf : Buffer.concat([tail, buf]);
+    });
+    res.on('end', () => {
+      const body = keep ? Buffer.concat(keep) : none;
+      if (status < 200 || status > 299) return settle(`http_${status}`, body.toString('utf8'), 0, body);
+      if (wrong) return settle(isStream ? 'unexpected_stream' : 'not_a_stream', body.toString('utf8'), 0, body);
+      if (target.stream && tail.indexOf(DONE) === -1) return settle('no_done', tail.toString('utf8'), 0, body);
+      const problem = target.check?.(body) ?? null;
+      settle(problem === null ? null : 'bad_body', problem ?? '', first || performance.now(), body);
+    });
+    res.on('error', (err) => settle(errorKind(err), err.message, 0, none));
+    res.on('close', () => settle('closed_early', 'response closed before its end', 0, none));
+  });
+  const timer = setTimeout(() => (settle('timeout', `no end within ${timeoutMs} ms`, 0, none), req.destroy()), timeoutMs);
+  req.on('error', (err) => settle(errorKind(err), err.message, 0, none));
+  req.end(target.body);
+}
+
+const errorKind = (err: Error): string => (err as NodeJS.ErrnoException).code?.toLowerCase() ?? 'error';
+
+/** One request with its body, for pre-flight checks. */
+export function requestOnce(target: HttpTarget, timeoutMs = 15_000): Promise<{ failure: string | null; detail: string; body: Buffer; ms: number }> {
+  const start = performance.now();
+  return new Promise((resolve) => send(target, undefined, timeoutMs, (failure, detail, _first, body) => resolve({ failure, detail, body, ms: performance.now() - start })));
+}
+
+export interface LoadOptions {
+  /** Requests per second to each target. */
+  rate: number;
+  warmupSec: number;
+  durationSec: number;
+  timeoutMs?: number;
+  /** Processes whose CPU use is recorded over the measured window. */
+  watch?: readonly WatchedProcess[];
+  /** Called when the measured window opens and when its last request has ended. */
+  onWindow?: (edge: 'start' | 'end') => void;
+}
+
+export async function runLoad(targets: readonly HttpTarget[], options: LoadOptions): Promise<TargetRun[]> {
+  const n = targets.length;
+  const runs: TargetRun[] = targets.map((t) => ({
+    label: t.label, rate: options.rate, scheduled: 0, ok: 0, ttfc: [], total: [], scheduledAt: [], errors: {}, errorSamples: {}, lag: [],
+    achievedRps: 0, maxInFlight: 0, cpu: null, monotonicUs: { start: 0, end: 0 },
+  }));
+  const inFlight = targets.map(() => 0);
+  const doneInWindow = targets.map(() => 0);
+  const agents = targets.map(() => new Agent({ keepAlive: true, maxSockets: 4096, scheduling: 'lifo' }));
+  const interval = 1000 / (options.rate * n);
+  const warmupCount = Math.round(options.rate * options.warmupSec) * n;
+  const count = warmupCount + Math.round(options.rate * options.durationSec) * n;
+  const t0 = performance.now() + 5;
+  const windowStart = t0 + warmupCount * interval;
+  const windowEnd = windowStart + options.durationSec * 1000;
+  const window: { stopCpu: (() => CpuWindow) | null; start: number } = { stopCpu: null, start: 0 };
+  let pending = 0;
+  let next = 0;
+  let allDone: () => void = () => {};
+  const finished = new Promise<void>((resolve) => (allDone = resolve));
+
+  const fire = (index: number, scheduled: number) => {
+    const which = index % n;
+    const [target, run] = [targets[which], runs[which]];
+    if (!target || !run) return;
+    const measured = index >= warmupCount;
+    if (index === warmupCount) {
+      options.onWindow?.('start');
+      window.stopCpu = options.watch ? startCpuWindow(options.watch) : null;
+      window.start = monotonicUs();
+    }
+    const start = performance.now();
+    if (measured) {
+      run.scheduled++;
+      run.lag.push(start - scheduled);
+    }
+    pending++;
+    run.maxInFlight = Math.max(run.maxInFlight, ++inFlight[which]!);
+    send(target, agents[which], options.timeoutMs ?? 10_000, (failure, detail, first) => {
+      const end = performance.now();
+      inFlight[which]!--;
+      if (failure === null && end >= windowStart && end <= windowEnd) doneInWindow[which]!++;
+      if (measured && failure === null) {
+        run.ok++;
+        run.ttfc.push(first - start);
+        run.total.push(end - start);
+        run.scheduledAt.push(scheduled - windowStart);
+      } else if (measured && failure !== null) {
+        run.errors[failure] = (run.errors[failure] ?? 0) + 1;
+        run.errorSamples[failure] ??= detail.slice(0, 300);
+      }
+      if (--pending === 0 && next === count) allDone();
+    });
+  };
+  // Every request whose instant has come goes out (late ones at once, in order).
+  await new Promise<void>((resolve) => {
+    const tick = (): void => {
+      const now = performance.now();
+      for (; next < count && t0 + next * interval <= now; next++) fire(next, t0 + next * interval);
+      if (next < count) setTimeout(tick, Math.max(0, t0 + next * interval - performance.now()));
+      else resolve();
+    };
+    setTimeout(tick, Math.max(0, t0 - performance.now()));
+  });
+  const cpu = window.stopCpu?.() ?? null;
+  const monotonicEnd = monotonicUs();
+  if (pending > 0) await finished;
+  options.onWindow?.('end');
+  runs.forEach((run, i) => Object.assign(run, { achievedRps: (doneInWindow[i] ?? 0) / options.durationSec, cpu, monotonicUs: { start: window.start, end: monotonicEnd } }));
+  for (const agent of agents) agent.destroy();
+  return runs;
+}
+
+/** autocannon's closed loop (`connections` requests always in flight), bounded in time even if the target stalls. */
+export function saturate(options: { url: string; connections: number; durationSec: number; headers: Record<string, string> }): Promise<{ requestsPerSec: number; latencyMs: { p50: number; p99: number }; totalRequests: number; failures: number }> {
+  return new Promise((resolve, reject) => {
+    const instance = autocannon({ ...options, duration: options.durationSec, timeout: 10 }, (err: unknown, r) => {
+      clearTimeout(stopTimer);
+      if (err) return reject(err instanceof Error ? err : new Error(String(err)));
+      resolve({ requestsPerSec: r.requests.average, latencyMs: { p50: r.latency.p50, p99: r.latency.p99 }, totalRequests: r.requests.total, failures: r.non2xx + r.errors + r.timeouts });
+    });
+    const stopTimer = setTimeout(() => instance.stop(), (options.durationSec + 10) * 1000);
+  });
+}

@@ -1,0 +1,149 @@
+/**
+ * Linux /proc readers: CPU time (to tell who was busy during a run: the server, the load
+ * generator or something else on the machine), memory and file limits. Each returns null where
+ * /proc cannot be read. /proc counts CPU in USER_HZ ticks, which is 100 on Linux.
+ */
+import { readdirSync, readFileSync } from 'node:fs';
+import { performance } from 'node:perf_hooks';
+
+const HZ = 100;
+const read = (path: string): string | null => {
+  try {
+    return readFileSync(path, 'utf8');
+  } catch {
+    return null;
+  }
+};
+
+/** utime + stime of one process, in seconds. */
+export function processCpuSeconds(pid: number): number | null {
+  const stat = read(`/proc/${pid}/stat`);
+  // Fields after the parenthesised command name; utime and stime are fields 14 and 15.
+  const fields = stat?.slice(stat.lastIndexOf(')') + 2).split(' ');
+  const ticks = Number(fields?.[11]) + Number(fields?.[12]);
+  return Number.isFinite(ticks) ? ticks / HZ : null;
+}
+
+/** Busy CPU seconds of the whole machine (all but idle and iowait; guest time is in user/nice). */
+function systemBusySeconds(): number | null {
+  const [label, ...v] = (read('/proc/stat')?.split('\n', 1)[0] ?? '').trim().split(/\s+/);
+  if (label !== 'cpu') return null;
+  const busy = [0, 1, 2, 5, 6, 7].reduce((sum, i) => sum + Number(v[i] ?? 0), 0);
+  return Number.isFinite(busy) ? busy / HZ : null;
+}
+
+/** CPU use over one window, in % of one core (200% = both cores of a 2-core machine). */
+export interface CpuWindow {
+  children: Record<string, number | null>;
+  /** This process: the load generator. */
+  bench: number;
+  /** Event-loop utilisation of this process, 0..1: near 1 means the generator itself is saturated. */
+  benchEventLoop: number;
+  /** Everything else on the machine, kernel loopback work included. */
+  other: number | null;
+  machine: number | null;
+}
+
+export interface WatchedProcess {
+  name: string;
+  pid: number;
+}
+
+export function startCpuWindow(watched: readonly WatchedProcess[]): () => CpuWindow {
+  const t0 = performance.now();
+  const child0 = watched.map((w) => processCpuSeconds(w.pid));
+  const self0 = process.cpuUsage();
+  const elu0 = performance.eventLoopUtilization();
+  const sys0 = systemBusySeconds();
+  return () => {
+    const pct = (seconds: number) => (100 * seconds * 1000) / (performance.now() - t0);
+    const children: Record<string, number | null> = {};
+    let childSum: number | null = 0;
+    watched.forEach((w, i) => {
+      const before = child0[i];
+      const after = processCpuSeconds(w.pid);
+      const used = before === null || before === undefined || after === null ? null : after - before;
+      children[w.name] = used === null ? null : pct(used);
+      childSum = used === null || childSum === null ? null : childSum + used;
+    });
+    const self = process.cpuUsage(self0);
+    const selfSec = (self.user + self.system) / 1e6;
+    const sys1 = systemBusySeconds();
+    const machineSec = sys0 === null || sys1 === null ? null : sys1 - sys0;
+    return {
+      children,
+      bench: pct(selfSec),
+      benchEventLoop: performance.eventLoopUtilization(elu0).utilization,
+      other: machineSec === null || childSum === null ? null : Math.max(0, pct(machineSec - childSum - selfSec)),
+      machine: machineSec === null ? null : pct(machineSec),
+    };
+  };
+}
+
+/**
+ * On a shared machine: waits (at most `maxWaitSec`) until the rest of the machine uses less than
+ * `thresholdPercent` of a core over one second, so a phase does not start in someone else's burst.
+ */
+export async function waitForQuiet(maxWaitSec: number, thresholdPercent: number, watched: readonly WatchedProcess[]): Promise<{ otherPercent: number | null; waitedSec: number }> {
+  const t0 = performance.now();
+  for (;;) {
+    const stop = startCpuWindow(watched);
+    await new Promise((resolve) => setTimeout(resolve, 1_000));
+    const other = stop().other;
+    const waitedSec = (performance.now() - t0) / 1000;
+    if (other === null || other < thresholdPercent || waitedSec >= maxWaitSec) return { otherPercent: other, waitedSec };
+  }
+}
+
+/** VmRSS, VmHWM (the peak) and threads of a process from /proc/<pid>/status, in bytes. */
+export function processMemory(pid: number): { rss: number; peakRss: number; threads: number } | null {
+  const text = read(`/proc/${pid}/status`);
+  const field = (name: string) => Number(new RegExp(`^${name}:\\s+(\\d+)`, 'm').exec(text ?? '')?.[1] ?? Number.NaN);
+  const rss = field('VmRSS') * 1024;
+  return Number.isFinite(rss) ? { rss, peakRss: field('VmHWM') * 1024 || rss, threads: field('Threads') } : null;
+}
+
+/** The process and its descendants (children of every thread, recursively). */
+export function processTree(pid: number): number[] {
+  const all = [pid];
+  for (let i = 0; i < all.length; i++) {
+    let tasks: string[] = [];
+    try {
+      tasks = readdirSync(`/proc/${all[i]}/task`);
+    } catch {
+      // gone meanwhile
+    }
+    for (const task of tasks) all.push(...(read(`/proc/${all[i]}/task/${task}/children`) ?? '').trim().split(/\s+/).filter(Boolean).map(Number));
+  }
+  return all;
+}
+
+/** The "Max open files" limits of a process. */
+export function fileLimits(pid: number | 'self'): { soft: number; hard: number } | null {
+  const m = /^Max open files\s+(\d+|unlimited)\s+(\d+|unlimited)/m.exec(read(`/proc/${pid}/limits`) ?? '');
+  const value = (s: string) => (s === 'unlimited' ? Number.POSITIVE_INFINITY : Number(s));
+  return m?.[1] && m[2] ? { soft: value(m[1]), hard: value(m[2]) } : null;
+}
+
+export const openFileCount = (pid: number): number | null => {
+  try {
+    return readdirSync(`/proc/${pid}/fd`).length;
+  } catch {
+    return null;
+  }
+};
+
+/** Connections per source address to one server port (net.ipv4.ip_local_port_range). */
+export function ephemeralPortCount(): number | null {
+  const [low, high] = (read('/proc/sys/net/ipv4/ip_local_port_range') ?? '').trim().split(/\s+/).map(Number);
+  return Number.isInteger(low) && Number.isInteger(high) ? (high ?? 0) - (low ?? 0) + 1 : null;
+}
+
+/** The largest file-descriptor limit a process may set (fs.nr_open). */
+export const maxFileLimit = (): number | null => Number(read('/proc/sys/fs/nr_open')?.trim()) || null;
+
+/** Whether this process may raise hard limits (CAP_SYS_RESOURCE; root alone is not enough in containers). */
+export function canRaiseHardLimits(): boolean {
+  const m = /^CapEff:\s+([0-9a-f]+)/m.exec(read('/proc/self/status') ?? '');
+  return m?.[1] ? ((BigInt(`0x${m[1]}`) >> 24n) & 1n) === 1n : false;
+}
