@@ -1,7 +1,6 @@
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { PGlite } from '@electric-sql/pglite';
-import { vector } from '@electric-sql/pglite-pgvector';
+import type { PGlite } from '@electric-sql/pglite';
 import { sql, type ExtractTablesWithRelations } from 'drizzle-orm';
 import type { PgDatabase, PgQueryResultHKT, PgTransaction } from 'drizzle-orm/pg-core';
 import { drizzle as drizzlePglite } from 'drizzle-orm/pglite';
@@ -10,7 +9,8 @@ import { drizzle as drizzlePostgres } from 'drizzle-orm/postgres-js';
 import { migrate as migratePostgres } from 'drizzle-orm/postgres-js/migrator';
 import postgres from 'postgres';
 import { withQueryDeadlines } from './query-deadline.ts';
-import { keepWasmBaselineCompiled, PGLITE_START_PARAMS, preparePgliteDataDir } from './pglite-memory.ts';
+import { preparePgliteDataDir } from './pglite-memory.ts';
+import { PgliteThreadClient } from './pglite-thread-client.ts';
 import * as schema from './schema.ts';
 
 export type Schema = typeof schema;
@@ -61,11 +61,17 @@ export async function openDatabase(options: OpenDatabaseOptions): Promise<Databa
 
 async function openPglite(dataDir: string): Promise<Database> {
   const location = await preparePgliteDataDir(dataDir);
-  keepWasmBaselineCompiled();
-  // pgvector ships with PGlite's extension bundle, so embedded installs always have vector search.
-  const client = await PGlite.create(location, { extensions: { vector }, startParams: PGLITE_START_PARAMS });
-  const db = drizzlePglite({ client, schema }) as unknown as Db;
-  await migratePglite(drizzlePglite({ client, schema }), { migrationsFolder: MIGRATIONS_FOLDER });
+  // PGlite runs in its own thread, so its long statements never stall this one's HTTP server
+  // (pglite-worker.ts); drizzle takes the client for the PGlite API it calls.
+  const client = await PgliteThreadClient.start(location);
+  const drizzled = drizzlePglite({ client: client as unknown as PGlite, schema });
+  try {
+    await migratePglite(drizzled, { migrationsFolder: MIGRATIONS_FOLDER });
+  } catch (err) {
+    await client.close();
+    throw err;
+  }
+  const db = drizzled as unknown as Db;
   return {
     kind: 'pglite',
     db,
@@ -74,8 +80,7 @@ async function openPglite(dataDir: string): Promise<Database> {
     },
     async listen(channel, onMessage) {
       // Embedded PGlite lives in this process only, so the subscription cannot be lost.
-      const unsubscribe = await client.listen(channel, onMessage);
-      return unsubscribe;
+      return client.listen(channel, onMessage);
     },
     async close() {
       await client.close();

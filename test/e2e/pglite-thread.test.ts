@@ -1,0 +1,132 @@
+// PGlite runs in its own worker thread (src/db/pglite-worker.ts): a long statement keeps that
+// thread busy, never the HTTP server's, and the thread client behaves as PGlite itself did for
+// drizzle (transactions, PostgreSQL's error fields, NOTIFY, type parsing).
+import { monitorEventLoopDelay } from 'node:perf_hooks';
+import { Worker } from 'node:worker_threads';
+import { sql } from 'drizzle-orm';
+import { drizzle } from 'drizzle-orm/pglite';
+import type { PGlite } from '@electric-sql/pglite';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { isUniqueViolation } from '../../src/db/errors.ts';
+import { PgliteThreadClient } from '../../src/db/pglite-thread-client.ts';
+import { BACKENDS } from '../support/env.ts';
+import { startTestServer, type TestServer } from '../support/server.ts';
+
+/** Long enough that a main thread running it could not answer anything meanwhile. */
+const LONG_STATEMENT_S = 4;
+
+describe.each(BACKENDS)('the server on $kind during a long statement', (backend) => {
+  let troupe: TestServer;
+  beforeAll(async () => {
+    troupe = await startTestServer(backend);
+  });
+  afterAll(() => troupe?.close());
+
+  it('answers GET /healthz and keeps its event loop turning until the statement ends', async () => {
+    const loop = monitorEventLoopDelay({ resolution: 10 });
+    loop.enable();
+    let statementDone = false;
+    const statement = troupe.server.resources.database.db.execute(sql`select pg_sleep(${LONG_STATEMENT_S})`).then(() => {
+      statementDone = true;
+    });
+    const answeredDuringStatement: boolean[] = [];
+    for (let i = 0; i < 3; i++) {
+      const res = await fetch(`${troupe.url}/healthz`);
+      expect(res.status).toBe(200);
+      answeredDuringStatement.push(!statementDone);
+    }
+    await statement;
+    loop.disable();
+    // Ordering, not timing: on the main thread PGlite answered nothing before pg_sleep returned.
+    expect(answeredDuringStatement).toEqual([true, true, true]);
+    // Generous for a shared machine; a main-thread PGlite stalls for the whole statement.
+    expect(loop.max / 1e6).toBeLessThan((LONG_STATEMENT_S * 1000) / 2);
+  });
+});
+
+describe('PGlite in a worker thread', () => {
+  let client: PgliteThreadClient;
+  beforeAll(async () => {
+    client = await PgliteThreadClient.start('memory://');
+    await client.exec('create table items (id int primary key, name text not null unique, at timestamptz default now(), big int8, data bytea)');
+  });
+  afterAll(() => client?.close());
+
+  it('commits a transaction, rolls one back, and holds other statements until it ends', async () => {
+    await client.transaction(async (tx) => {
+      await tx.query('insert into items (id, name) values ($1, $2)', [1, 'kept']);
+    });
+    await expect(
+      client.transaction(async (tx) => {
+        await tx.query('insert into items (id, name) values ($1, $2)', [2, 'dropped']);
+        throw new Error('changed my mind');
+      }),
+    ).rejects.toThrow('changed my mind');
+
+    const events: string[] = [];
+    let outside: Promise<unknown> | undefined;
+    await client.transaction(async (tx) => {
+      await tx.query('insert into items (id, name) values ($1, $2)', [3, 'late']);
+      outside = client.query<{ n: number }>('select count(*)::int as n from items').then((r) => events.push(`outside saw ${r.rows[0]?.n}`));
+      // A round trip inside the transaction: the outside statement has reached the worker by now.
+      await tx.query('select 1');
+      events.push('committing');
+    });
+    await outside;
+    expect(events).toEqual(['committing', 'outside saw 2']);
+    const names = await client.query<{ name: string }>('select name from items order by id');
+    expect(names.rows.map((r) => r.name)).toEqual(['kept', 'late']);
+  });
+
+  it("carries PostgreSQL's error fields through drizzle, so unique violations map as before", async () => {
+    const db = drizzle({ client: client as unknown as PGlite });
+    const failure: unknown = await db.execute(sql`insert into items (id, name) values (10, 'kept')`).catch((err: unknown) => err);
+    expect(isUniqueViolation(failure)).toBe(true);
+    expect((failure as { cause?: { constraint?: string; detail?: string } }).cause).toMatchObject({ code: '23505', constraint: 'items_name_key', detail: expect.stringContaining('kept') });
+    // The failed statement rolled back its own transaction only.
+    expect((await client.query('select 1 as ok')).rows).toEqual([{ ok: 1 }]);
+  });
+
+  it("parses values as PGlite does, except the types drizzle keeps as text", async () => {
+    const bytes = new Uint8Array(200_000).map((_, i) => i % 251); // large enough to be transferred
+    await client.query('insert into items (id, name, big, data) values (20, $1, $2, $3)', ['bytes', 9_007_199_254_740_993n, bytes]);
+    const db = drizzle({ client: client as unknown as PGlite });
+    const result = (await db.execute(sql`select at, big, data from items where id = 20`)) as unknown as { rows: { at: unknown; big: unknown; data: Uint8Array }[] };
+    const row = result.rows[0];
+    expect(typeof row?.at).toBe('string');
+    expect(row?.big).toBe(9_007_199_254_740_993n);
+    expect(row?.data).toEqual(bytes);
+    const small = await client.query<{ empty: Uint8Array; few: Uint8Array }>("select ''::bytea as empty, '\\x00ff10'::bytea as few");
+    expect(small.rows[0]).toEqual({ empty: new Uint8Array(0), few: new Uint8Array([0, 255, 16]) });
+  });
+
+  it('delivers NOTIFY to listeners until they unlisten', async () => {
+    const got: string[] = [];
+    let notified!: () => void;
+    const first = new Promise<void>((resolve) => (notified = resolve));
+    const unlisten = await client.listen('pglite_thread', (payload) => {
+      got.push(payload);
+      notified();
+    });
+    await client.query("select pg_notify('pglite_thread', 'one')");
+    await first;
+    await unlisten();
+    await client.query("select pg_notify('pglite_thread', 'two')");
+    await client.query('select 1'); // a notification sent before this answer would have arrived already
+    expect(got).toEqual(['one']);
+  });
+});
+
+describe('a PGlite worker thread that dies', () => {
+  it('fails the pending and the later queries with an error instead of hanging', async () => {
+    let worker: Worker | undefined;
+    const client = await PgliteThreadClient.start('memory://', (workerData) => {
+      worker = new Worker(new URL('../../src/db/pglite-worker.ts', import.meta.url), { workerData });
+      return worker;
+    });
+    const pending = client.query(`select pg_sleep(${LONG_STATEMENT_S})`);
+    await worker?.terminate();
+    await expect(pending).rejects.toMatchObject({ code: 'CONNECTION_CLOSED', message: expect.stringContaining("PGlite's worker thread stopped") });
+    await expect(client.query('select 1')).rejects.toMatchObject({ code: 'CONNECTION_CLOSED' });
+  });
+});
