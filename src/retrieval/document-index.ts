@@ -1,13 +1,13 @@
-import { sql } from 'drizzle-orm';
+import { sql, type SQL } from 'drizzle-orm';
 import type { Logger } from 'pino';
 import type { Db, Executor } from '../db/database.ts';
 import type { Chunk } from '../documents/chunker.ts';
 import { newId } from '../ids.ts';
-import { fullTextHits, termStats } from './full-text-search.ts';
+import { readTermSets, termSetsInsert } from './full-text-search.ts';
 import { prepareVectorSearch, rowsOf } from './pgvector-setup.ts';
 import { queryTerms } from './query-terms.ts';
-import { byRank } from './text-ranking.ts';
-import { vectorHits, vectorLiteral } from './vector-search.ts';
+import { byRank, planText, TERM_BLOCK, topText, type TextHit } from './text-ranking.ts';
+import { HNSW_EF_SEARCH, vectorHits, vectorLiteral } from './vector-search.ts';
 
 export interface DocumentIndex {
   readonly vectors: boolean; // false: full-text only (no pgvector or no embeddings backend)
@@ -23,8 +23,6 @@ export interface RetrievedChunk { documentId: string; chunkId: string; content: 
 const RRF_K = 60;
 /** Each list contributes this many candidates per requested result before fusion. */
 const CANDIDATES_PER_RESULT = 4;
-/** Rows per INSERT, sent as one JSON parameter (a few MB at most). */
-const INSERT_BATCH = 1_000;
 /** Characters with at most this many ready chunks are searched by exact cosine, not HNSW. */
 const EXACT_VECTOR_CHUNKS = 2_000;
 
@@ -37,8 +35,8 @@ export interface PostgresDocumentIndexOptions {
   embeddings: boolean;
   /** Up to this many ready chunks a character's vectors are compared exactly [2,000]. */
   exactVectorChunks?: number;
-  /** text-ranking.ts' RARE_CHUNKS_BUDGET (tests make it small to reach every path on a small corpus). */
-  rareChunksBudget?: number;
+  /** hnsw.ef_search: recall against latency (vector-search.ts) [HNSW_EF_SEARCH]. */
+  efSearch?: number;
 }
 
 /** Startup: checks for pgvector (warning when it is missing), makes the HNSW index, returns the index. */
@@ -47,13 +45,13 @@ export async function openDocumentIndex(options: PostgresDocumentIndexOptions): 
   if (embeddingColumn && options.embeddings && options.dimensions === undefined) {
     options.logger.info('EMBEDDINGS_DIMENSIONS is not set, so there is no HNSW index and vector search scans every chunk of a character');
   }
-  return new PostgresDocumentIndex({ db: options.db, embeddingColumn, embeddings: options.embeddings, exactVectorChunks: options.exactVectorChunks ?? EXACT_VECTOR_CHUNKS, rareChunksBudget: options.rareChunksBudget });
+  return new PostgresDocumentIndex({ db: options.db, embeddingColumn, embeddings: options.embeddings, exactVectorChunks: options.exactVectorChunks ?? EXACT_VECTOR_CHUNKS, efSearch: options.efSearch ?? HNSW_EF_SEARCH });
 }
 
 /**
- * Chunks in PostgreSQL (server or PGlite): full text through the generated `tsv` column, its GIN
- * index and per-document word counts (full-text-search.ts), vectors through pgvector's HNSW
- * index (vector-search.ts), fused by reciprocal rank fusion.
+ * Chunks in PostgreSQL (server or PGlite): full text through the per-block chunk sets of each
+ * document's words in `document_terms` (full-text-search.ts, ranked exactly by text-ranking.ts),
+ * vectors through pgvector's HNSW index (vector-search.ts), fused by reciprocal rank fusion.
  */
 class PostgresDocumentIndex implements DocumentIndex {
   readonly vectors: boolean;
@@ -61,11 +59,11 @@ class PostgresDocumentIndex implements DocumentIndex {
   /** Whether `document_chunks.embedding` exists, i.e. the server has pgvector. */
   readonly #embeddingColumn: boolean;
   readonly #exactVectorChunks: number;
-  readonly #rareChunksBudget: number | undefined;
+  readonly #efSearch: number;
 
-  constructor(options: { db: Db; embeddingColumn: boolean; embeddings: boolean; exactVectorChunks: number; rareChunksBudget: number | undefined }) {
+  constructor(options: { db: Db; embeddingColumn: boolean; embeddings: boolean; exactVectorChunks: number; efSearch: number }) {
+    this.#efSearch = options.efSearch;
     this.#db = options.db;
-    this.#rareChunksBudget = options.rareChunksBudget;
     this.#embeddingColumn = options.embeddingColumn;
     this.#exactVectorChunks = options.exactVectorChunks;
     this.vectors = options.embeddingColumn && options.embeddings;
@@ -77,30 +75,30 @@ class PostgresDocumentIndex implements DocumentIndex {
     }
     await this.removeDocument(tx, doc.id);
     const withVectors = this.#embeddingColumn && embeddings !== null;
-    for (let from = 0; from < chunks.length; from += INSERT_BATCH) {
-      const rows = chunks.slice(from, from + INSERT_BATCH).map((c, i) => {
-        const vector = withVectors ? embeddings?.[from + i] : undefined;
+    const vectorColumns = withVectors ? sql`, embedding, embedding_dims` : sql``;
+    const vectorValues = withVectors ? sql`, r.embedding::vector, r.embedding_dims` : sql``;
+    const vectorFields = withVectors ? sql`, embedding text, embedding_dims int` : sql``;
+    // One statement per block of TERM_BLOCK chunks (ordinals are positions, so a block is one
+    // batch): the rows as one JSON parameter instead of a dozen per row, and the block's term
+    // sets built from the same rows.
+    for (const [block, batch] of blocksOf(chunks)) {
+      const rows = batch.map(({ chunk: c, index }) => {
+        const vector = withVectors ? embeddings?.[index] : undefined;
         return {
           id: newId('chunk'), ordinal: c.ordinal, content: c.content, token_count: c.tokenCount, page: c.page,
           heading_path: c.headingPath, start_offset: c.startOffset, end_offset: c.endOffset,
           ...(vector ? { embedding: vectorLiteral(vector), embedding_dims: vector.length } : {}),
         };
       });
-      // One JSON parameter per batch instead of a dozen per row; the word counts of the new
-      // chunks go into document_terms in the same statement.
-      const vectorColumns = withVectors ? sql`, embedding, embedding_dims` : sql``;
-      const vectorValues = withVectors ? sql`, r.embedding::vector, r.embedding_dims` : sql``;
-      const vectorFields = withVectors ? sql`, embedding text, embedding_dims int` : sql``;
       await tx.execute(sql`
-        with inserted as (
+        with r as materialized (
+          select * from jsonb_to_recordset(${JSON.stringify(rows)}::jsonb) as r(id text, ordinal int, content text, token_count int, page int,
+            heading_path jsonb, start_offset int, end_offset int${vectorFields})
+        ), inserted as (
           insert into document_chunks (id, document_id, project_id, character_id, ordinal, content, token_count, page, heading_path, start_offset, end_offset${vectorColumns})
           select r.id, ${doc.id}, ${doc.projectId}, ${doc.characterId}, r.ordinal, r.content, r.token_count, r.page, r.heading_path, r.start_offset, r.end_offset${vectorValues}
-          from jsonb_to_recordset(${JSON.stringify(rows)}::jsonb) as r(id text, ordinal int, content text, token_count int, page int,
-            heading_path jsonb, start_offset int, end_offset int${vectorFields})
-          returning tsv)
-        insert into document_terms (document_id, term, chunks)
-        select ${doc.id}, t.lexeme, count(*)::int from inserted, unnest(inserted.tsv) as t group by t.lexeme
-        on conflict (document_id, term) do update set chunks = document_terms.chunks + excluded.chunks`);
+          from r)
+        ${termSetsInsert(doc.id, block, sql`r`)}`);
     }
   }
 
@@ -110,25 +108,23 @@ class PostgresDocumentIndex implements DocumentIndex {
   }
 
   async search(query: { projectId: string; characterId: string; text: string; embedding: number[] | null; limit: number }): Promise<RetrievedChunk[]> {
-    const candidates = Math.max(query.limit * CANDIDATES_PER_RESULT, 20);
     const owner = { projectId: query.projectId, characterId: query.characterId };
-    const { stats, chunks, scope } = await termStats(this.#db, owner, queryTerms(query.text).join(' '));
+    const { stats, chunks, scope, sets } = await readTermSets(this.#db, owner, queryTerms(query.text).join(' '));
     const vector = this.#embeddingColumn && query.embedding && query.embedding.length > 0 ? query.embedding : null;
-    const [textHits, vectorIds] = await Promise.all([
-      stats.length > 0 ? fullTextHits(this.#db, scope, stats, chunks, candidates, this.#rareChunksBudget) : [],
-      vector ? vectorHits(this.#db, scope, vector, candidates, chunks <= this.#exactVectorChunks) : [],
-    ]);
+    // Fusing one list keeps its order, so without a vector list the text top `limit` is the answer.
+    const candidates = vector ? Math.max(query.limit * CANDIDATES_PER_RESULT, 20) : query.limit;
+    const textHits = stats.length > 0 ? topText(planText(stats, chunks), sets, candidates) : [];
+    const vectorIds = vector ? await vectorHits(this.#db, scope, vector, candidates, chunks <= this.#exactVectorChunks, this.#efSearch) : [];
+    if (textHits.length === 0 && vectorIds.length === 0) return [];
+    const rows = await this.#rowsOf(textHits, vectorIds);
+    const byKey = new Map(rows.map((row) => [`${row.document_id} ${row.ordinal}`, row]));
+    const byId = new Map(rows.map((row) => [row.id, row]));
+    const textIds = textHits.flatMap((hit) => byKey.get(`${hit.documentId} ${hit.ordinal}`)?.id ?? []);
     const fused = new Map<string, number>();
-    for (const list of [textHits.map((hit) => hit.id), vectorIds]) {
+    for (const list of [textIds, vectorIds]) {
       list.forEach((id, i) => fused.set(id, (fused.get(id) ?? 0) + 1 / (RRF_K + i + 1)));
     }
     const top = [...fused.entries()].map(([id, score]) => ({ id, score })).sort(byRank).slice(0, query.limit);
-    if (top.length === 0) return [];
-    const rows = rowsOf<SearchRow>(
-      await this.#db.execute(sql`select c.id, c.document_id, c.content, c.page, c.heading_path from document_chunks c
-        where c.id in (${sql.join(top.map((t) => sql`${t.id}`), sql`, `)})`),
-    );
-    const byId = new Map(rows.map((row) => [row.id, row]));
     return top.flatMap(({ id, score }) => {
       const row = byId.get(id);
       if (!row) return [];
@@ -136,11 +132,39 @@ class PostgresDocumentIndex implements DocumentIndex {
       return [{ documentId: row.document_id, chunkId: row.id, content: row.content, score, page: row.page, headingPath }];
     });
   }
+
+  /** The rows of both lists' candidates, one round trip: text hits by position, vector hits by id. */
+  async #rowsOf(textHits: TextHit[], vectorIds: string[]): Promise<SearchRow[]> {
+    const columns = sql`c.id, c.document_id, c.ordinal, c.content, c.page, c.heading_path`;
+    const parts: SQL[] = [];
+    if (textHits.length > 0) {
+      const keys = sql.join(textHits.map((hit) => sql`(${hit.documentId}, ${hit.ordinal}::int)`), sql`, `);
+      parts.push(sql`select ${columns} from (values ${keys}) as k(document_id, ordinal)
+        join document_chunks c on c.document_id = k.document_id and c.ordinal = k.ordinal`);
+    }
+    if (vectorIds.length > 0) {
+      parts.push(sql`select ${columns} from document_chunks c where c.id in (${sql.join(vectorIds.map((id) => sql`${id}`), sql`, `)})`);
+    }
+    return rowsOf<SearchRow>(await this.#db.execute(sql.join(parts, sql` union all `)));
+  }
+}
+
+/** The chunks grouped by block of TERM_BLOCK ordinals, in order, with their index in `chunks`. */
+function blocksOf(chunks: Chunk[]): Map<number, { chunk: Chunk; index: number }[]> {
+  const blocks = new Map<number, { chunk: Chunk; index: number }[]>();
+  chunks.forEach((chunk, index) => {
+    const block = Math.floor(chunk.ordinal / TERM_BLOCK);
+    const list = blocks.get(block);
+    if (list) list.push({ chunk, index });
+    else blocks.set(block, [{ chunk, index }]);
+  });
+  return blocks;
 }
 
 interface SearchRow {
   id: string;
   document_id: string;
+  ordinal: number;
   content: string;
   page: number | null;
   heading_path: string[] | string;

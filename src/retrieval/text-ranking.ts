@@ -1,19 +1,18 @@
 /**
- * The full-text ranking, defined so that its exact top results can be found from the indexes
- * without scoring every chunk a common word matches.
+ * The full-text ranking, and its exact top results computed from the per-block chunk sets of
+ * `document_terms` (full-text-search.ts reads them).
  *
  * A chunk's score is the sum of the weights of the query's terms it holds, a term weighing
- * ln(1 + N / df) where N is the character's ready chunks and df those holding the term (both
- * from `document_terms`); equal scores are ordered by chunk id. Terms are taken rarest first:
- * "rare" ones while their document frequencies add up to at most RARE_CHUNKS_BUDGET (every chunk
- * holding one is scored), then at most MAX_COMMON_TERMS "common" ones (for which only the first
- * chunks by id of each combination are read, see `commonLevels`); further terms are left out.
+ * ln(1 + N / df) where N is the character's ready chunks and df those holding the term; equal
+ * scores are ordered by document id, then position in the document. Every term of the query
+ * counts (queryTerms keeps at most 12 words; the 16 rarest lexemes at most).
  */
 
-/** Chunks scored one by one at most (the summed document frequencies of the rare terms). */
-export const RARE_CHUNKS_BUDGET = 1_000;
-/** Common terms kept: their 2^n - 1 combinations are each one ordered index walk. */
-export const MAX_COMMON_TERMS = 3;
+/** Masks are 16-bit; queryTerms keeps fewer words than this anyway. */
+const MAX_PLAN_TERMS = 16;
+
+/** Chunks per `document_terms` row: a term's chunks in a block are one small set. */
+export const TERM_BLOCK = 1024;
 
 export interface TermStats {
   term: string;
@@ -23,29 +22,36 @@ export interface TermStats {
 
 export interface RankedTerm extends TermStats {
   weight: number;
-  rare: boolean;
 }
 
 export interface TextPlan {
-  /** Rare terms first, then common ones; a chunk's match mask has bit i for terms[i]. */
+  /** Rarest first; a chunk's match mask has bit i for terms[i]. */
   terms: RankedTerm[];
 }
 
-/** Chooses and weighs the terms of a query; `chunks` is the character's ready chunk count. */
-export function planText(stats: readonly TermStats[], chunks: number, rareChunksBudget = RARE_CHUNKS_BUDGET): TextPlan {
+/** The chunks of one block of a document holding one term: a list of offsets or a bitmap. */
+export interface TermBlock {
+  documentId: string;
+  term: string;
+  block: number;
+  /** Offsets in the block (sparse terms), or null when `bits` holds them. */
+  members: readonly number[] | null;
+  /** varbit_send of a bit(TERM_BLOCK): a 4-byte length, then bit i of the block at byte i >> 3, MSB first. */
+  bits: Uint8Array | null;
+}
+
+export interface TextHit {
+  documentId: string;
+  ordinal: number;
+  score: number;
+}
+
+/** Weighs the query's terms that some chunk holds; `chunks` is the character's ready chunk count. */
+export function planText(stats: readonly TermStats[], chunks: number): TextPlan {
   const present = stats.filter((s) => s.df > 0).sort((a, b) => a.df - b.df || (a.term < b.term ? -1 : a.term > b.term ? 1 : 0));
   // The document counts can lag a chunk count of 0 (documents made outside the processor).
   const n = Math.max(chunks, ...present.map((s) => s.df));
-  const terms: RankedTerm[] = [];
-  let budget = rareChunksBudget;
-  let common = 0;
-  for (const s of present) {
-    const rare = common === 0 && s.df <= budget;
-    if (rare) budget -= s.df;
-    else if (++common > MAX_COMMON_TERMS) break;
-    terms.push({ ...s, weight: Math.log(1 + n / s.df), rare });
-  }
-  return { terms };
+  return { terms: present.slice(0, MAX_PLAN_TERMS).map((s) => ({ ...s, weight: Math.log(1 + n / s.df) })) };
 }
 
 /** The score of a chunk holding the terms of `mask`, summed in plan order (the same floats every time). */
@@ -57,26 +63,77 @@ export function scoreOf(plan: TextPlan, mask: number): number {
   return score;
 }
 
-/**
- * Chunks without a rare term, grouped by the common terms they hold: each level is a score and
- * the masks (combinations of common terms) that give it, best first. Reading each level's first
- * chunks by id, until enough are read, finds exactly the best of them.
- */
-export function commonLevels(plan: TextPlan): { score: number; masks: number[] }[] {
-  const first = plan.terms.findIndex((t) => !t.rare);
-  if (first < 0) return [];
-  const levels = new Map<number, number[]>();
-  for (let combo = 1; combo < 1 << (plan.terms.length - first); combo++) {
-    const mask = combo << first;
-    const score = scoreOf(plan, mask);
-    const level = levels.get(score);
-    if (level) level.push(mask);
-    else levels.set(score, [mask]);
-  }
-  return [...levels.entries()].sort((a, b) => b[0] - a[0]).map(([score, masks]) => ({ score, masks }));
+/** Orders text hits as the ranking does: score descending, then document id, then position. */
+export function byTextRank(a: TextHit, b: TextHit): number {
+  return b.score - a.score || (a.documentId < b.documentId ? -1 : a.documentId > b.documentId ? 1 : a.ordinal - b.ordinal);
 }
 
-/** Orders scored chunks as the ranking does: score descending, then id. */
+/** Orders fused results: score descending, then id. */
 export function byRank(a: { id: string; score: number }, b: { id: string; score: number }): number {
   return b.score - a.score || (a.id < b.id ? -1 : a.id > b.id ? 1 : 0);
+}
+
+/**
+ * The exact top `limit` chunks for the plan: every chunk holding a query term is scored from
+ * the sets, a block at a time (at most TERM_BLOCK masks), without reading a chunk row.
+ */
+export function topText(plan: TextPlan, sets: readonly TermBlock[], limit: number): TextHit[] {
+  const bitOf = new Map(plan.terms.map((t, i) => [t.term, 1 << i]));
+  // Every mask's score up front: at most 2^MAX_PLAN_TERMS, usually 2^2 - 2^4.
+  const scores = Float64Array.from({ length: 1 << plan.terms.length }, (_, mask) => scoreOf(plan, mask));
+  const blocks = new Map<string, TermBlock[]>();
+  for (const set of sets) {
+    const key = `${set.documentId} ${set.block}`;
+    const list = blocks.get(key);
+    if (list) list.push(set);
+    else blocks.set(key, [set]);
+  }
+  const masks = new Uint16Array(TERM_BLOCK);
+  const top: TextHit[] = [];
+  // In ranking order of position, so a later chunk that only ties the last kept one is out.
+  const ordered = [...blocks.values()].sort((a, b) => byPosition(a[0] as TermBlock, b[0] as TermBlock));
+  for (const list of ordered) {
+    const { documentId, block } = list[0] as TermBlock;
+    for (const set of list) addMembers(masks, set, bitOf.get(set.term) ?? 0);
+    for (let offset = 0; offset < TERM_BLOCK; offset++) {
+      const mask = masks[offset] ?? 0;
+      if (mask === 0) continue;
+      masks[offset] = 0;
+      const score = scores[mask] ?? 0;
+      if (top.length >= limit && score <= (top[top.length - 1]?.score ?? 0)) continue;
+      offer(top, { documentId, ordinal: block * TERM_BLOCK + offset, score }, limit);
+    }
+  }
+  return top;
+}
+
+function byPosition(a: TermBlock, b: TermBlock): number {
+  return a.documentId < b.documentId ? -1 : a.documentId > b.documentId ? 1 : a.block - b.block;
+}
+
+function addMembers(masks: Uint16Array, set: TermBlock, bit: number): void {
+  if (set.members) {
+    for (const offset of set.members) masks[offset] = (masks[offset] ?? 0) | bit;
+    return;
+  }
+  const bits = set.bits ?? new Uint8Array(0);
+  for (let i = 4; i < bits.length; i++) {
+    const base = (i - 4) << 3;
+    // One step per set bit, highest (lowest offset) first.
+    for (let byte = bits[i] ?? 0; byte !== 0; ) {
+      const j = Math.clz32(byte) - 24;
+      masks[base + j] = (masks[base + j] ?? 0) | bit;
+      byte &= ~(0x80 >> j);
+    }
+  }
+}
+
+/** Keeps `top` the best `limit` hits, sorted (insertion: `limit` is a few dozen). */
+function offer(top: TextHit[], hit: TextHit, limit: number): void {
+  const last = top[top.length - 1];
+  if (top.length >= limit && last && byTextRank(hit, last) >= 0) return;
+  let i = top.length;
+  while (i > 0 && byTextRank(hit, top[i - 1] as TextHit) < 0) i--;
+  top.splice(i, 0, hit);
+  if (top.length > limit) top.pop();
 }
