@@ -11,3 +11,13 @@ export function guard(options: HttpEngineOptions, fn: () => void): void {
     options.onAdapterError(err);
   }
 }
+
+/** The body of every request that has none: already complete, shared. */
+export const NO_BODY: AsyncIterable<Uint8Array> = { [Symbol.asyncIterator]: () => ({ next: async () => ({ done: true, value: undefined }) }) };
+
+/** Whether a request carries a body to read (GET, HEAD and OPTIONS never do here). */
+export function hasBody(method: string, headers: Record<string, string | string[] | undefined>): boolean {
+  if (method === 'GET' || method === 'HEAD' || method === 'OPTIONS') return false;
+  const length = headers['content-length'];
+  return headers['transfer-encoding'] !== undefined || (length !== undefined && length !== '0');
+}

@@ -12,6 +12,7 @@ import { isStreamReply, type BufferedReply, type HttpHandler, type HttpReply, ty
 import { parseInput } from '../input/validation.ts';
 import { checkPercentEncoding, checkText, decodeUtf8 } from '../input/text.ts';
 import { verifyAgentToken } from '../rooms/agent-token.ts';
+import { requestLogger } from '../observability/request-log.ts';
 
 const JSON_TYPE = 'application/json; charset=utf-8';
 const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
@@ -25,6 +26,7 @@ export function createApp(resources: Resources, routes: readonly Route[]): { han
   const router = new Router();
   for (const route of routes) router.add(route);
   const { config, logger, metrics } = resources;
+  const logRequest = requestLogger(logger);
 
   const handler: HttpHandler = async (request) => {
     const started = performance.now();
@@ -58,10 +60,7 @@ export function createApp(resources: Resources, routes: readonly Route[]): { han
     const finished = (status: number) => {
       const durationMs = performance.now() - started;
       metrics.observeRequest(request.method, routeLabel, status, durationMs / 1000);
-      logger.info(
-        { requestId, method: request.method, path: request.path, route: routeLabel, status, durationMs: Math.round(durationMs * 1000) / 1000 },
-        'request',
-      );
+      logRequest({ requestId, method: request.method, path: request.path, route: routeLabel, status, durationMs: Math.round(durationMs * 1000) / 1000 });
     };
     if (isStreamReply(reply)) {
       // A stream is logged and counted when it ends, so its duration covers the whole body.
@@ -246,7 +245,20 @@ function toReply(result: RouteResult, defaultStatus: number): HttpReply {
   if (result.raw) {
     return { status, headers: { 'content-type': result.raw.contentType, ...result.headers }, body: result.raw.text };
   }
-  return { status, headers: { 'content-type': JSON_TYPE, ...result.headers }, body: JSON.stringify(result.body) };
+  return { status, headers: { 'content-type': JSON_TYPE, ...result.headers }, body: toJson(result.body) };
+}
+
+/** Serialised forms of frozen bodies: cached reads (characters, keys) return the same frozen object until it changes. */
+const frozenJson = new WeakMap<object, string>();
+
+function toJson(body: unknown): string {
+  if (typeof body !== 'object' || body === null || !Object.isFrozen(body)) return JSON.stringify(body);
+  let text = frozenJson.get(body);
+  if (text === undefined) {
+    text = JSON.stringify(body);
+    frozenJson.set(body, text);
+  }
+  return text;
 }
 
 function bearer(request: HttpRequest): string | null {

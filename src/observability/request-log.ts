@@ -1,0 +1,39 @@
+import { pino, type Logger } from 'pino';
+
+/** The fields of the one line logged per HTTP request. */
+export interface RequestLine {
+  requestId: string;
+  method: string;
+  path: string;
+  route: string;
+  status: number;
+  durationMs: number;
+}
+
+interface PinoInternals {
+  [pino.symbols.streamSym]: { write(line: string): unknown };
+  [pino.symbols.chindingsSym]: string;
+  [pino.symbols.timeSym]: () => string;
+  [pino.symbols.messageKeySym]: string;
+}
+
+/**
+ * Writes the request line exactly as `logger.info(fields, 'request')` would, to the same
+ * destination, without pino's generic serializer and redaction pass: every field here has a
+ * known type and none can hold a credential. On a small GET, pino's path was about a fifth of
+ * the request's CPU. At a level above info nothing is built at all.
+ */
+export function requestLogger(logger: Logger): (line: RequestLine) => void {
+  const internals = logger as unknown as PinoInternals;
+  const infoLevel = pino.levels.values.info as number;
+  return (line) => {
+    if (logger.levelVal > infoLevel) return;
+    const stream = internals[pino.symbols.streamSym];
+    stream.write(
+      `{"level":${infoLevel}${internals[pino.symbols.timeSym]()}${internals[pino.symbols.chindingsSym]}` +
+        `,"requestId":${JSON.stringify(line.requestId)},"method":${JSON.stringify(line.method)},"path":${JSON.stringify(line.path)}` +
+        `,"route":${JSON.stringify(line.route)},"status":${line.status},"durationMs":${line.durationMs}` +
+        `,${JSON.stringify(internals[pino.symbols.messageKeySym])}:"request"}\n`,
+    );
+  };
+}
