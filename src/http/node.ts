@@ -112,9 +112,13 @@ async function stream(
   options: HttpEngineOptions,
 ): Promise<void> {
   res.writeHead(status, STATUS_CODES[status] ?? '', headers);
-  res.flushHeaders();
+  // The head leaves with the first chunk when that comes within this loop turn (a /v1 stream
+  // has it already): one write and one packet less before the first content. Otherwise it
+  // leaves on its own, so the client sees the status before a slow first chunk.
+  const flushHead = setImmediate(() => res.flushHeaders());
   const sink: ReplySink = {
     async write(chunk) {
+      clearImmediate(flushHead);
       if (signal.aborted || res.destroyed) return false;
       if (res.write(chunk)) return true;
       return new Promise<boolean>((resolve) => {
@@ -135,6 +139,7 @@ async function stream(
   } catch (err) {
     options.onAdapterError(err);
   } finally {
+    clearImmediate(flushHead);
     if (!res.destroyed) res.end();
   }
 }

@@ -247,15 +247,27 @@ async function stream(
     resume?.(true);
     return true;
   });
-  res.cork(() => {
+  // The head leaves with the first chunk when that comes within this loop turn (a /v1 stream
+  // has it already): one write and one packet less before the first content. Otherwise it
+  // leaves on its own, so the client sees the status before a slow first chunk.
+  let headWritten = false;
+  const head = () => {
+    headWritten = true;
     writeHead(res, status, headers);
-    res.write(''); // sends the head now, in chunked encoding
+  };
+  const flushHead = setImmediate(() => {
+    if (headWritten || state.aborted) return;
+    res.cork(() => {
+      head();
+      res.write(''); // sends the head now, in chunked encoding
+    });
   });
   const sink: ReplySink = {
     write(chunk) {
       if (state.aborted) return Promise.resolve(false);
       let accepted = true;
       res.cork(() => {
+        if (!headWritten) head();
         accepted = res.write(chunk);
       });
       // uWS took the chunk but buffered it: wait until the socket drains before the next one.
@@ -268,7 +280,13 @@ async function stream(
   } catch (err) {
     options.onAdapterError(err);
   } finally {
-    if (!state.aborted) res.cork(() => res.end());
+    clearImmediate(flushHead);
+    if (!state.aborted) {
+      res.cork(() => {
+        if (!headWritten) head();
+        res.end();
+      });
+    }
     state.finished = true;
   }
 }
