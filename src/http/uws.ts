@@ -340,7 +340,15 @@ function uwsSession(ws: uWS.WebSocket<SocketData>): WebSocketSession {
   };
 }
 
+/** `200 OK` and the like, made once per status rather than per reply. */
+const statusLines = new Map<number, string>();
+
 function writeHead(res: uWS.HttpResponse, status: number, headers: Record<string, string>): void {
-  res.writeStatus(`${status} ${STATUS_CODES[status] ?? ''}`);
-  for (const [name, value] of Object.entries(headers)) res.writeHeader(name, value);
+  let line = statusLines.get(status);
+  if (line === undefined) {
+    line = `${status} ${STATUS_CODES[status] ?? ''}`;
+    statusLines.set(status, line);
+  }
+  res.writeStatus(line);
+  for (const name in headers) res.writeHeader(name, headers[name] as string);
 }
