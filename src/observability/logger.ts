@@ -1,13 +1,23 @@
 import { pino, type DestinationStream, type Logger } from 'pino';
 import type { Config } from '../config.ts';
+import { createLogDestination, type LogDestination } from './log-destination.ts';
+
+let stdout: LogDestination | null = null;
+
+/** One batched writer for the process's stdout, flushed when the process exits. */
+function stdoutDestination(): LogDestination {
+  if (!stdout) {
+    const destination = createLogDestination(1);
+    process.once('exit', () => destination.flushSync());
+    stdout = destination;
+  }
+  return stdout;
+}
 
 /**
  * JSON logs with static messages and data in fields. Credentials never reach a log line: the
  * request log records no headers, and fields named like credentials are redacted.
  */
-const LOG_BATCH_BYTES = 4096;
-const LOG_FLUSH_MS = 100;
-
 export function createLogger(level: Config['logLevel'], destination?: DestinationStream): Logger {
   return pino(
     {
@@ -20,10 +30,7 @@ export function createLogger(level: Config['logLevel'], destination?: Destinatio
         censor: '[redacted]',
       },
     },
-    // Asynchronous writes, batched: lines collect until 4 KB or 100 ms, then leave in one write
-    // from libuv's thread pool. Each write wakes a pool thread, the reader of stdout and this
-    // loop again: 45-80 µs of CPU on a busy 2-core machine, more than a whole small request.
-    // pino flushes what is held on exit; only a SIGKILL can lose the last 100 ms of lines.
-    destination ?? pino.destination({ dest: 1, sync: false, minLength: LOG_BATCH_BYTES, periodicFlush: LOG_FLUSH_MS }),
+    // Batched writes (log-destination.ts): a write per line cost more than a small request.
+    destination ?? stdoutDestination(),
   );
 }
