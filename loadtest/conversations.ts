@@ -1,67 +1,37 @@
 /**
- * Conversations benchmark: `npm run bench:conversations`.
- *
- * Per HTTP engine (node; uws when a Node here can load uWebSockets.js), in one run:
- *   (a) sockets  N idle conversation WebSockets on one Troupe process: Troupe's VmRSS and V8 heap
- *                before and after they connect (each after a full GC), so memory per socket =
- *                (after - before) / N. The sockets share BENCH_CONVERSATIONS conversations; their
- *                client side lives in separate socket-holder processes (counted separately).
- *   (b) fanout   chunk fan-out to 10 subscribers of one conversation: messages posted over HTTP,
- *                the upstream streams ~40 chunks stamped with the CLOCK_MONOTONIC µs it wrote them;
- *                per chunk the spread between first and last subscriber, and the latency from the
- *                upstream's write to each subscriber.
- *   (b') fanout-redis  the same across two Troupe processes on one PostgreSQL database and one Redis:
- *                the conversation's actor (and the posting) on A, the subscribers' sockets on B, so
- *                every chunk crosses Redis pub/sub (conversation-support/fanout.ts).
- *   (c) perform  open-loop POST /perform at fixed rates, interleaved with direct streamed calls of
- *                the same body to the upstream (the very body Troupe sent it, recorded by the
- *                upstream); both get the same fixed reply; the difference is Troupe's added latency.
- *
- * Processes, all on 127.0.0.1: this one (clients of b and c), the upstream, one Troupe at a time
- * (with the probe and --expose-gc, `ulimit -n` raised), and for (a) the socket-holder processes.
- * Before each engine it waits while bench:gateway runs. Prints Markdown tables and writes
- * loadtest/results/conversations-<stamp>.{json,md}.
- *
- * Environment (defaults in brackets):
- *   BENCH_ENGINES              node,uws
- *   BENCH_PARTS                sockets,fanout,fanout-redis,perform
- *   BENCH_DATABASE_URL         for fanout-redis: PostgreSQL server where a temporary database is made and dropped
- *                              [postgres://postgres@127.0.0.1:5432/test]
- *   BENCH_REDIS_URL            for fanout-redis: Redis both processes share [redis://127.0.0.1:6379]
- *   BENCH_SOCKETS              idle sockets [10000]; capped by the ephemeral ports per source address
- *                              (one server port) and by file descriptors, with the reason reported
- *   BENCH_CONVERSATIONS        conversations the idle sockets share [100]
- *   BENCH_SOURCE_ADDRESSES     client source addresses for (a) [127.0.0.1]; e.g. 127.0.0.1,127.0.0.2
- *                              lifts the ~28k-per-address port cap (Troupe still listens on 127.0.0.1 only)
- *   BENCH_SOCKETS_PER_CLIENT   sockets per socket-holder process [15000]
- *   BENCH_CONNECT_CONCURRENCY  handshakes in flight per socket-holder process [200]
- *   BENCH_SOCKETS_LOG_LEVEL    Troupe's LOG_LEVEL for (a) [warn]
- *   BENCH_SOCKET_GOAL_BYTES    memory goal per idle socket [4096]
- *   BENCH_FANOUT_SUBSCRIBERS   [10]   BENCH_FANOUT_MESSAGES [25]   BENCH_FANOUT_WARMUP [3]
- *   BENCH_FANOUT_CHUNKS        stamped chunks per reply [40]   BENCH_FANOUT_GAP_MS [5]
- *   BENCH_PERFORM_RATES        offered req/s per path [50,100,200,400]
- *   BENCH_PERFORM_DURATION     measured seconds per rate [10]   BENCH_PERFORM_WARMUP [2]
- *   BENCH_PERFORM_TOKENS       chunks of the fixed reply [40]   BENCH_PERFORM_GAP_MS [0: one burst]
- *   BENCH_PERFORM_GOAL_MS      added p99 goal [2]   BENCH_MAX_P99_MS a rate with a p99 above is not sustained [100]
- *   BENCH_KEEP_GOING           1: run every rate even after one is not sustained
- *   BENCH_LOG_LEVEL            Troupe's LOG_LEVEL for (b) and (c) [info]
- *   BENCH_CPU_PROF             1: run Troupe of (b)+(c) under --cpu-prof, print its top frames over the perform windows
- *   BENCH_QUIET_WAIT           before each fan-out / perform phase, wait up to this many s for the rest of the
- *                              machine to use < BENCH_QUIET_PERCENT [60] % of a core [10; 0 = don't]
- *   BENCH_WAIT_OTHERS_SEC      how long to wait for other benchmarks in all [1500], checking every 30 s
- *   BENCH_MAX_RUN_SEC          hard limit for the whole run [3600]
- *   UWS_NODE                   Node binary that can load uWebSockets.js; else `bash .ci/uws-node.sh`
+ * `npm run bench:conversations`, per HTTP engine (node; uws when a Node here can load uWebSockets.js):
+ *   (a) sockets       N idle conversation WebSockets on one Troupe (clients in socket-holder processes):
+ *                     Troupe's RSS and V8 heap after a full GC before and after, per socket.
+ *   (b) fanout        chunks stamped by the upstream (CLOCK_MONOTONIC µs) fanned out to subscribers of
+ *                     one conversation: spread first..last subscriber and latency from the upstream write.
+ *   (b') fanout-redis the same with the actor on Troupe A and the subscribers on B (PostgreSQL + Redis).
+ *   (c) perform       open-loop POST /perform interleaved with the very upstream request Troupe made,
+ *                     replayed directly: the difference is Troupe's added latency.
+ * Writes loadtest/results/conversations-<stamp>.{json,md}. Environment (defaults in brackets):
+ *   BENCH_ENGINES [node,uws]  BENCH_PARTS [sockets,fanout,fanout-redis,perform]
+ *   BENCH_DATABASE_URL [postgres://postgres@127.0.0.1:5432/test]  BENCH_REDIS_URL [redis://127.0.0.1:6379]
+ *   BENCH_SOCKETS [10000] (capped by ephemeral ports per source address and file descriptors)
+ *   BENCH_CONVERSATIONS [100]  BENCH_SOURCE_ADDRESSES [127.0.0.1] (more loopback addresses lift the port cap)
+ *   BENCH_SOCKETS_PER_CLIENT [15000]  BENCH_CONNECT_CONCURRENCY [200]  BENCH_SOCKETS_LOG_LEVEL [warn]
+ *   BENCH_SOCKET_GOAL_BYTES [4096]  BENCH_FANOUT_SUBSCRIBERS [10]  BENCH_FANOUT_MESSAGES [25]
+ *   BENCH_FANOUT_WARMUP [3]  BENCH_FANOUT_CHUNKS [40]  BENCH_FANOUT_GAP_MS [5]
+ *   BENCH_PERFORM_RATES [50,100,200,400]  BENCH_PERFORM_DURATION s [10]  BENCH_PERFORM_WARMUP s [2]
+ *   BENCH_PERFORM_TOKENS [40]  BENCH_PERFORM_GAP_MS [0: one burst]  BENCH_PERFORM_GOAL_MS [2]
+ *   BENCH_MAX_P99_MS [100] (above: not sustained)  BENCH_KEEP_GOING (1: every rate)  BENCH_LOG_LEVEL [info]
+ *   BENCH_CPU_PROF (1: Troupe of b+c under --cpu-prof, top frames over the perform windows)
+ *   BENCH_QUIET_WAIT s [10] / BENCH_QUIET_PERCENT [60]: wait for the rest of the machine before a phase
+ *   BENCH_MAX_RUN_SEC [3600]  UWS_NODE (else `bash .ci/uws-node.sh`)
  */
 import { totalmem } from 'node:os';
 import { join } from 'node:path';
-import { delay, execFileAsync, gitState, killAllChildren, machine, startRun, type Launched } from './support/children.ts';
+import { gitState, killAllChildren, machine, startRun, type Launched } from './support/children.ts';
 import { envFlag, envList, envLogLevel, envNumber, envRates, envText } from './support/env.ts';
-import { requestOnce, runLoad, type HttpTarget } from './support/load.ts';
+import { performTargets, runLoad } from './support/load.ts';
 import { canRaiseHardLimits, ephemeralPortCount, fileLimits, maxFileLimit, openFileCount, waitForQuiet, type WatchedProcess } from './support/proc.ts';
 import { formatSrcProfile, newestProfile, summarizeSrcProfile, type SrcProfile } from './support/profile.ts';
 import { RESULTS_DIR, writeResults } from './support/report.ts';
 import { createCharacter, ROOT, startTroupe, uwsEngineNode, type Engine, type Troupe, type TroupeOptions } from './support/troupe.ts';
-import { BENCH_MODEL, expectedPerformBody, LAST_BODY_PATH, startUpstream } from './support/upstream-reply.ts';
+import { BENCH_MODEL, expectedPerformBody, startUpstream } from './support/upstream-reply.ts';
 import { runCrossProcessFanout, runFanout, type CrossResult, type FanoutResult } from './conversation-support/fanout.ts';
 import { probeTroupe, runIdle, stopIdleClients, type IdlePlan, type IdleResult, type MemorySample } from './conversation-support/idle.ts';
 import { compareRate, fanoutJson, fanoutTable, gcInWindow, idleTable, performTable, rateJson, type RateResult } from './conversation-support/report.ts';
@@ -92,7 +62,7 @@ function readConfig() {
     performDurationSec: num('BENCH_PERFORM_DURATION', 10, 1, false), performWarmupSec: num('BENCH_PERFORM_WARMUP', 2, 0, false), performTokens: num('BENCH_PERFORM_TOKENS', 40, 1),
     performGapMs: num('BENCH_PERFORM_GAP_MS', 0, 0), performGoalMs: num('BENCH_PERFORM_GOAL_MS', 2, 0, false), maxP99Ms: num('BENCH_MAX_P99_MS', 100, 1, false),
     keepGoing: flag('BENCH_KEEP_GOING'), logLevel: level('BENCH_LOG_LEVEL', 'info'), cpuProf: flag('BENCH_CPU_PROF'),
-    waitOthersSec: num('BENCH_WAIT_OTHERS_SEC', 1500, 0), maxRunSec: num('BENCH_MAX_RUN_SEC', 3600, 60), quietWaitSec: num('BENCH_QUIET_WAIT', 10, 0),
+    maxRunSec: num('BENCH_MAX_RUN_SEC', 3600, 60), quietWaitSec: num('BENCH_QUIET_WAIT', 10, 0),
     quietPercent: num('BENCH_QUIET_PERCENT', 60, 1), databaseUrl: envText('BENCH_DATABASE_URL') ?? 'postgres://postgres@127.0.0.1:5432/test', redisUrl: envText('BENCH_REDIS_URL') ?? 'redis://127.0.0.1:6379',
   };
 }
@@ -100,49 +70,27 @@ function readConfig() {
 type Config = ReturnType<typeof readConfig>;
 const log = (line: string) => process.stderr.write(`[bench:conversations ${new Date().toISOString().slice(11, 19)}] ${line}\n`);
 
-/** How many idle sockets this machine allows, and how they are spread over client processes. */
-function planSockets(cfg: Config, troupeFds: { limit: number; inUse: number } | null = null): IdlePlan {
-  const caps: { limit: number; reason: string }[] = [];
+/** How many idle sockets fit (ports per source address, file descriptors), spread over socket-holder processes. */
+function planSockets(cfg: Config, troupeFds?: { limit: number; inUse: number }): IdlePlan {
   const ports = ephemeralPortCount() ?? 28_232;
   const perSource = Math.max(0, ports - PORT_RESERVE);
-  caps.push({
-    limit: perSource * cfg.sourceAddresses.length,
-    reason: `ports: Troupe listens on one port of 127.0.0.1, so each client source address can open at most the ${ports} ephemeral ports ` +
-      `(net.ipv4.ip_local_port_range) less ${PORT_RESERVE} kept for other connections = ${perSource} sockets to it; with ` +
-      `${cfg.sourceAddresses.length} source address(es) (${cfg.sourceAddresses.join(', ')}) that is ${perSource * cfg.sourceAddresses.length} ` +
-      '(more needs more loopback source addresses, BENCH_SOURCE_ADDRESSES, or a wider port range)',
-  });
-  if (troupeFds) {
-    caps.push({ limit: Math.max(0, troupeFds.limit - troupeFds.inUse - FD_MARGIN), reason: `file descriptors: Troupe got ulimit -n ${troupeFds.limit} and uses ${troupeFds.inUse} itself, less a margin of ${FD_MARGIN}` });
-  } else {
-    // Raising the hard limit needs CAP_SYS_RESOURCE (root alone is not enough, e.g. in containers).
-    const hard = fileLimits('self')?.hard ?? 1024;
-    const privileged = canRaiseHardLimits();
-    const fdMax = privileged ? (maxFileLimit() ?? hard) : hard;
-    caps.push({
-      limit: Math.max(0, fdMax - FD_SLACK),
-      reason: privileged
-        ? `file descriptors: at most fs.nr_open = ${fdMax} per process, less ${FD_SLACK} for Troupe itself`
-        : `file descriptors: the hard limit of open files is ${hard} (ulimit -Hn) and this process may not raise it ` +
-          `(no CAP_SYS_RESOURCE), so Troupe cannot hold more than ${hard} sockets and files`,
-    });
-  }
+  // Raising the hard limit needs CAP_SYS_RESOURCE (root alone is not enough, e.g. in containers).
+  const fdMax = canRaiseHardLimits() ? (maxFileLimit() ?? 1_048_576) : (fileLimits('self')?.hard ?? 1024);
+  const caps = [
+    { limit: perSource * cfg.sourceAddresses.length, reason: `ports: ${ports} ephemeral ports (net.ipv4.ip_local_port_range) less ${PORT_RESERVE} per client source address (${cfg.sourceAddresses.join(', ')}; more: BENCH_SOURCE_ADDRESSES)` },
+    troupeFds
+      ? { limit: Math.max(0, troupeFds.limit - troupeFds.inUse - FD_MARGIN), reason: `file descriptors: Troupe got ulimit -n ${troupeFds.limit} and uses ${troupeFds.inUse} itself, less a margin of ${FD_MARGIN}` }
+      : { limit: Math.max(0, fdMax - FD_SLACK), reason: `file descriptors: at most ${fdMax} per process (fs.nr_open, or ulimit -Hn without CAP_SYS_RESOURCE), less ${FD_SLACK} for Troupe itself` },
+  ];
   const target = Math.min(cfg.sockets, ...caps.map((c) => c.limit));
-  const binding = caps.filter((c) => c.limit < cfg.sockets).sort((a, b) => a.limit - b.limit);
-  // The socket-holder processes are bound by the same file-descriptor limits.
-  const clientFdMax = canRaiseHardLimits() ? (maxFileLimit() ?? 1_048_576) : (fileLimits('self')?.hard ?? 1024);
-  const perClient = Math.max(100, Math.min(cfg.socketsPerClient, clientFdMax - 1024));
+  const perClient = Math.max(100, Math.min(cfg.socketsPerClient, fdMax - 1024));
   const holders: IdlePlan['holders'] = [];
   let left = target;
   for (const localAddress of cfg.sourceAddresses) {
-    let share = Math.min(left, perSource);
-    left -= share;
-    while (share > 0) {
-      const count = Math.min(share, perClient);
-      holders.push({ localAddress, count });
-      share -= count;
-    }
+    for (let share = Math.min(left, perSource), count = 0; share > 0; share -= count) holders.push({ localAddress, count: (count = Math.min(share, perClient)) });
+    left -= Math.min(left, perSource);
   }
+  const binding = caps.filter((c) => c.limit < cfg.sockets).sort((x, y) => x.limit - y.limit);
   const capReason = binding.length > 0 ? binding.map((c, i) => `${i === 0 ? 'limit' : 'also'}: ${c.reason} (${c.limit})`).join('; ') : null;
   return { requested: cfg.sockets, target, capReason, conversations: Math.min(cfg.conversations, target), holders };
 }
@@ -163,20 +111,6 @@ function troupeOptions(engine: Engine, nodeBinary: string, upstreamUrl: string, 
   return { engine, nodeBinary, logLevel, fdLimit, upstream: { url: upstreamUrl, model: BENCH_MODEL }, probe: { gc: true }, nodeArgs, readyTimeoutMs: 90_000 };
 }
 
-/** Two benchmarks at once on a 2-core machine ruin both: waits (at most `maxWaitSec`) while bench:gateway runs. */
-async function waitForOtherBenchmarks(maxWaitSec: number, everySec: number): Promise<{ waitedSec: number; stillRunning: string[] }> {
-  const t0 = Date.now();
-  for (;;) {
-    const { stdout } = await execFileAsync('pgrep', ['-f', 'loadtest/gateway.ts'], { timeout: 5_000 }).catch(() => ({ stdout: '' }));
-    const pids = stdout.split('\n').map((s) => s.trim()).filter((s) => s && Number(s) !== process.pid);
-    const running = pids.length > 0 ? [`loadtest/gateway.ts (pid ${pids.join(', ')})`] : [];
-    const waitedSec = (Date.now() - t0) / 1000;
-    if (running.length === 0 || waitedSec >= maxWaitSec) return { waitedSec, stillRunning: running };
-    log(`another benchmark is running (${running.join('; ')}): waiting (${Math.round(waitedSec)} s of at most ${maxWaitSec} s)`);
-    await delay(everySec * 1000);
-  }
-}
-
 interface EngineRun {
   engine: Engine;
   nodeBinary: string;
@@ -190,41 +124,13 @@ interface EngineRun {
   profile: SrcProfile | null;
   troupeExits: Record<string, string>;
   errors: string[];
-  waitedForOthers: { waitedSec: number; stillRunning: string[] };
-}
-
-async function fetchUpstreamBody(upstream: Launched): Promise<Buffer> {
-  const res = await fetch(`http://127.0.0.1:${upstream.port}${LAST_BODY_PATH}`, { signal: AbortSignal.timeout(10_000) });
-  const body = Buffer.from(await res.arrayBuffer());
-  if (res.status !== 200) throw new Error(`upstream ${LAST_BODY_PATH}: ${res.status} ${body.toString('utf8').slice(0, 200)}`);
-  return body;
 }
 
 async function performLadder(cfg: Config, troupe: Troupe, characterId: string, upstream: Launched, run: EngineRun): Promise<void> {
   const engine = run.engine;
-  const expected = Buffer.from(expectedPerformBody(cfg.performTokens));
-  const perform: HttpTarget = {
-    label: 'perform', port: troupe.child.port, method: 'POST', path: '/perform', headers: { authorization: troupe.auth, 'content-type': 'application/json' },
-    body: Buffer.from(JSON.stringify({ npcId: characterId, history: [{ role: 'player', content: PLAYER_LINE }] })),
-    check: (body) => (body.equals(expected) ? null : body.toString('utf8').slice(0, 200)),
-  };
-  const first = await requestOnce(perform);
-  if (first.failure !== null) throw new Error(`perform pre-flight: expected ${expected.toString('utf8').slice(0, 120)}…, got ${first.failure}: ${first.detail}`);
-  // The exact request Troupe made for that perform: the direct path replays it.
-  const upstreamBody = await fetchUpstreamBody(upstream);
-  const probeDirect: HttpTarget = {
-    label: 'direct', port: upstream.port, method: 'POST', path: '/v1/chat/completions', body: upstreamBody, stream: true, check: () => null,
-    headers: { authorization: 'Bearer sk-direct-unused', 'content-type': 'application/json', accept: 'text/event-stream' },
-  };
-  const directFirst = await requestOnce(probeDirect);
-  const directLength = directFirst.body.byteLength;
-  if (directFirst.failure !== null) throw new Error(`direct pre-flight: ${directFirst.failure}: ${directFirst.detail}`);
-  const direct: HttpTarget = {
-    ...probeDirect,
-    check: (body) => (body.byteLength === directLength ? null : `${body.byteLength} bytes (expected ${directLength}) ending ${JSON.stringify(body.subarray(-40).toString('utf8'))}`),
-  };
-  run.performPreflight = { directMs: directFirst.ms, performMs: first.ms, upstreamRequestBytes: upstreamBody.byteLength };
-  log(`${engine} perform: pre-flight ok (direct ${directFirst.ms.toFixed(1)} ms, perform ${first.ms.toFixed(1)} ms; Troupe's upstream request is ${upstreamBody.byteLength} bytes)`);
+  const { perform, direct, preflight } = await performTargets(troupe, characterId, PLAYER_LINE, upstream.port, Buffer.from(expectedPerformBody(cfg.performTokens)));
+  run.performPreflight = preflight;
+  log(`${engine} perform: pre-flight ok (direct ${preflight.directMs.toFixed(1)} ms, perform ${preflight.performMs.toFixed(1)} ms; Troupe's upstream request is ${preflight.upstreamRequestBytes} bytes)`);
 
   const watch = [{ name: 'troupe', pid: troupe.child.pid }, { name: 'upstream', pid: upstream.pid }];
   const memoryBefore = (await probeTroupe(troupe)).memory;
@@ -251,8 +157,11 @@ async function performLadder(cfg: Config, troupe: Troupe, characterId: string, u
   );
 }
 
-async function benchEngine(cfg: Config, engine: Engine, nodeBinary: string, upstream: Launched, stamp: string, waited: EngineRun['waitedForOthers']): Promise<EngineRun> {
-  const run: EngineRun = { engine, nodeBinary, fanout: null, fanoutCross: null, perform: [], performPreflight: null, performMemory: null, idle: null, profile: null, troupeExits: {}, errors: [], waitedForOthers: waited };
+async function benchEngine(cfg: Config, engine: Engine, nodeBinary: string, upstream: Launched, stamp: string): Promise<EngineRun> {
+  const run: EngineRun = { engine, nodeBinary, fanout: null, fanoutCross: null, perform: [], performPreflight: null, performMemory: null, idle: null, profile: null, troupeExits: {}, errors: [] };
+  // A failed part is reported and the others still run.
+  const attempt = (part: string, body: () => Promise<unknown>) =>
+    body().catch((err: unknown) => (run.errors.push(`${part}: ${(err as Error).message}`), log(`${engine}: ${part} failed: ${(err as Error).message}`)));
   const upstreamUrl = `http://127.0.0.1:${upstream.port}/v1`;
   const wants = (part: Part) => cfg.parts.includes(part);
 
@@ -264,22 +173,12 @@ async function benchEngine(cfg: Config, engine: Engine, nodeBinary: string, upst
       const characterId = await createCharacter(troupe, 'Gate Guard');
       const watch = [{ name: 'troupe', pid: troupe.child.pid }, { name: 'upstream', pid: upstream.pid }];
       if (wants('fanout')) {
-        try {
+        await attempt('fan-out', async () => {
           await quiet(cfg, watch, `${engine} fan-out`);
           run.fanout = await runFanout(troupe, characterId, { ...fanoutOptions(cfg), watch }, (line) => log(`${engine} ${line}`));
-        } catch (err) {
-          run.errors.push(`fan-out: ${(err as Error).message}`);
-          log(`${engine}: fan-out failed: ${(err as Error).message}`);
-        }
+        });
       }
-      if (wants('perform')) {
-        try {
-          await performLadder(cfg, troupe, characterId, upstream, run);
-        } catch (err) {
-          run.errors.push(`perform: ${(err as Error).message}`);
-          log(`${engine}: perform failed: ${(err as Error).message}`);
-        }
-      }
+      if (wants('perform')) await attempt('perform', () => performLadder(cfg, troupe, characterId, upstream, run));
     } finally {
       run.troupeExits.fanoutPerform = await troupe.stop(profDir ? 30_000 : 10_000);
     }
@@ -293,17 +192,14 @@ async function benchEngine(cfg: Config, engine: Engine, nodeBinary: string, upst
   }
 
   if (wants('fanout-redis')) {
-    try {
+    await attempt('fan-out across processes', async () => {
       const cross = {
         troupe: troupeOptions(engine, nodeBinary, upstreamUrl, cfg.logLevel, 65_536, null), databaseUrl: cfg.databaseUrl, redisUrl: cfg.redisUrl, fanout: fanoutOptions(cfg),
         upstream: { name: 'upstream', pid: upstream.pid }, quiet: (watch: readonly WatchedProcess[]) => quiet(cfg, watch, `${engine} fan-out across processes`),
       };
       run.fanoutCross = await runCrossProcessFanout(cross, (line) => log(`${engine} ${line}`));
       Object.assign(run.troupeExits, Object.fromEntries(Object.entries(run.fanoutCross.troupeExits).map(([k, v]) => [`fanoutRedis${k}`, v])));
-    } catch (err) {
-      run.errors.push(`fan-out across processes: ${(err as Error).message}`);
-      log(`${engine}: fan-out across processes failed: ${(err as Error).message}`);
-    }
+    });
   }
 
   if (wants('sockets')) {
@@ -311,7 +207,7 @@ async function benchEngine(cfg: Config, engine: Engine, nodeBinary: string, upst
     if (plan.capReason) log(`${engine} idle sockets: ${plan.requested} requested, ${plan.target} possible: ${plan.capReason}`);
     log(`${engine}: starting Troupe for ${plan.target} idle sockets (LOG_LEVEL=${cfg.socketsLogLevel}, ulimit -n ${plan.target + FD_SLACK})`);
     const troupe = await startTroupe(troupeOptions(engine, nodeBinary, upstreamUrl, cfg.socketsLogLevel, plan.target + FD_SLACK, null));
-    try {
+    await attempt('idle sockets', async () => {
       // What Troupe actually got decides: the wrapper falls back to the hard limit when raising fails.
       const inUse = openFileCount(troupe.child.pid);
       const fdLimit = fileLimits(troupe.child.pid)?.soft;
@@ -322,14 +218,10 @@ async function benchEngine(cfg: Config, engine: Engine, nodeBinary: string, upst
       const characterId = await createCharacter(troupe, 'Innkeeper');
       const idleOptions = { concurrency: cfg.connectConcurrency, connectTimeoutMs: 30_000, settleMs: 3_000, warmupSockets: 500 };
       run.idle = await runIdle(troupe, characterId, plan, idleOptions, (line) => log(`${engine} ${line}`));
-    } catch (err) {
-      run.errors.push(`idle sockets: ${(err as Error).message}`);
-      log(`${engine}: idle sockets failed: ${(err as Error).message}`);
-    } finally {
-      // Troupe first: it closes the sockets from its side, so the clients' ports are not left in TIME_WAIT.
-      run.troupeExits.sockets = await troupe.stop(30_000);
-      await stopIdleClients();
-    }
+    });
+    // Troupe first: it closes the sockets from its side, so the clients' ports are not left in TIME_WAIT.
+    run.troupeExits.sockets = await troupe.stop(30_000);
+    await stopIdleClients();
   }
   return run;
 }
@@ -338,23 +230,10 @@ async function main(): Promise<void> {
   const cfg = readConfig();
   const { started, stamp, disarm } = startRun('bench:conversations', cfg.maxRunSec * 1000);
 
-  let waitBudget = cfg.waitOthersSec;
-  const waitOthers = async () => {
-    const waited = await waitForOtherBenchmarks(waitBudget, 30);
-    waitBudget = Math.max(0, waitBudget - waited.waitedSec);
-    if (waited.stillRunning.length > 0) log(`WARNING: still running after the wait, measuring anyway: ${waited.stillRunning.join('; ')}`);
-    return waited;
-  };
-
   const git = await gitState(ROOT);
   const { path: uwsPath, note: uwsNote } = await uwsEngineNode(cfg.engines.includes('uws'), log);
 
-  const upstream = await startUpstream({
-    BENCH_REPLY_TOKENS: String(cfg.performTokens),
-    BENCH_REPLY_GAP_MS: String(cfg.performGapMs),
-    BENCH_STAMP_TOKENS: String(cfg.fanoutChunks),
-    BENCH_STAMP_GAP_MS: String(cfg.fanoutGapMs),
-  });
+  const upstream = await startUpstream({ BENCH_REPLY_TOKENS: String(cfg.performTokens), BENCH_REPLY_GAP_MS: String(cfg.performGapMs), BENCH_STAMP_TOKENS: String(cfg.fanoutChunks), BENCH_STAMP_GAP_MS: String(cfg.fanoutGapMs) });
   log(`upstream on 127.0.0.1:${upstream.port}`);
 
   const runs: EngineRun[] = [];
@@ -366,8 +245,7 @@ async function main(): Promise<void> {
         skipped.push({ engine, reason: uwsNote });
         continue;
       }
-      const waited = await waitOthers();
-      runs.push(await benchEngine(cfg, engine, nodeBinary, upstream, stamp, waited));
+      runs.push(await benchEngine(cfg, engine, nodeBinary, upstream, stamp));
     }
   } finally {
     await upstream.stop(5_000);
@@ -423,7 +301,7 @@ async function main(): Promise<void> {
       ...runs.flatMap((r) => {
         const p = r.fanoutCross?.placement;
         if (!p) return [];
-        const where = p.onA === null ? 'not verified (no redis-cli or no processId in the logs)' : p.onA ? 'on A, as intended' : 'NOT on A';
+        const where = p.onA === null ? 'not verified (no processId in the logs or in Redis)' : p.onA ? 'on A, as intended' : 'NOT on A';
         return [`${r.engine} across processes: Redis' room cache puts the actor on ${p.actorProcessId ?? '?'} (A ${p.aProcessId ?? '?'}, B ${p.bProcessId ?? '?'}): ${where}.`];
       }),
       '',
@@ -467,8 +345,6 @@ async function main(): Promise<void> {
   out.push(
     ...skipped.map((s) => `${s.engine}: skipped, ${s.reason}`),
     ...runs.flatMap((r) => r.errors.map((e) => `${r.engine}: ERROR ${e}`)),
-    ...runs.filter((r) => r.waitedForOthers.stillRunning.length > 0).map((r) => `${r.engine}: WARNING measured while another benchmark ran: ${r.waitedForOthers.stillRunning.join('; ')}`),
-    ...runs.filter((r) => r.waitedForOthers.waitedSec > 1).map((r) => `${r.engine}: waited ${r.waitedForOthers.waitedSec.toFixed(0)} s for another benchmark to finish first.`),
     `Total run time: ${elapsedSec.toFixed(1)} s.`,
   );
   for (const r of runs) if (r.profile) out.push('', formatSrcProfile(r.profile, `${r.engine}, perform windows`));

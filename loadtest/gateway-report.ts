@@ -1,25 +1,32 @@
 /** The tables of `npm run bench:gateway` and the check of issue 12's goals against them. */
 import type { CpuWindow } from './support/proc.ts';
-import { markdownTable, ms } from './support/report.ts';
+import type { TargetRun } from './support/load.ts';
+import { markdownTable, ms, summarize } from './support/report.ts';
 
-export interface TargetResult {
-  label: string;
-  scheduled: number;
-  ok: number;
-  failures: number;
-  errors: Record<string, number>;
-  errorSample: string | null;
-  ttfc: { p50: number; p99: number };
-  total: { p50: number; p99: number };
-  /** How late the generator sent (p99, ms): large means the client, not the server, was slow. */
-  lagP99: number;
-  /** Percentile minus the direct target's percentile of the same schedule. */
-  added: { ttfcP50: number | null; ttfcP99: number | null; totalP50: number | null; totalP99: number | null };
+/** Per target: percentiles, failures, generator lag (p99 ms: large means the client was slow) and each percentile minus direct's. */
+export function phaseResult(runs: readonly TargetRun[]) {
+  const direct = runs.find((r) => r.label === 'direct');
+  const directTtfc = direct ? summarize(direct.ttfc) : null;
+  const directTotal = direct ? summarize(direct.total) : null;
+  return {
+    targets: runs.map((r) => {
+      const ttfc = summarize(r.ttfc);
+      const total = summarize(r.total);
+      const failures = r.scheduled - r.ok;
+      return {
+        label: r.label, scheduled: r.scheduled, ok: r.ok, failures, errors: r.errors, errorSample: Object.values(r.errorSamples)[0] ?? null,
+        ttfc: { p50: ttfc.p50, p99: ttfc.p99 }, total: { p50: total.p50, p99: total.p99 }, lagP99: summarize(r.lag).p99,
+        added: {
+          ttfcP50: directTtfc ? ttfc.p50 - directTtfc.p50 : null, ttfcP99: directTtfc ? ttfc.p99 - directTtfc.p99 : null,
+          totalP50: directTotal ? total.p50 - directTotal.p50 : null, totalP99: directTotal ? total.p99 - directTotal.p99 : null,
+        },
+      };
+    }),
+  };
 }
 
-export interface PhaseResult {
-  targets: TargetResult[];
-}
+export type PhaseResult = ReturnType<typeof phaseResult>;
+type TargetResult = PhaseResult['targets'][number];
 
 export interface CpuRow {
   label: string;

@@ -1,41 +1,32 @@
 /**
- * `npm run bench:gateway`: what Troupe adds to an OpenAI-compatible call, next to the floor (a
- * bare node:http pipe proxy) and a peer (Portkey's gateway), all over one fake upstream that
- * streams BENCH_TOKENS chunks BENCH_CHUNK_DELAY_MS apart. Four parts (BENCH_PARTS):
- *
- *   proxy    at each rate of BENCH_RATES, per target: the streaming targets interleaved in one
- *            schedule, then the non-streaming ones; added time = target percentile minus the
- *            direct percentile of the same schedule. Targets: direct (the upstream), pipe,
- *            Troupe with an upstream model name, Troupe with a character id as model, Portkey
- *            (non-streaming; streaming too if its pre-flight stream works).
+ * `npm run bench:gateway`: what Troupe adds to an OpenAI-compatible call, next to a floor (a bare
+ * node:http pipe proxy) and a peer (Portkey's gateway), over one fake upstream streaming
+ * BENCH_TOKENS chunks BENCH_CHUNK_DELAY_MS apart. Parts (BENCH_PARTS):
+ *   proxy    per rate, the streaming targets interleaved in one schedule, then the non-streaming
+ *            ones; added = target percentile minus direct percentile of the same schedule.
  *   cpu      each proxying process loaded alone at BENCH_CPU_RATE: its CPU per call (/proc).
- *   perform  POST /perform interleaved with the same streamed upstream call made directly (the
- *            request Troupe sent for it, replayed); the rate ladder with GC pauses is in
- *            bench:conversations (c).
- *   reads    GET /characters/{id}, each server alone under autocannon (BENCH_READ_CONNECTIONS
- *            connections, closed loop, as bench:http): CPU per request of Troupe (node and uWS
- *            engines) and of the bare node:http and uWS servers sending the same bytes.
- *
+ *   perform  POST /perform interleaved with the upstream request Troupe made for it, replayed.
+ *   reads    GET /characters/{id}, each server alone under autocannon (bench:http): Troupe on
+ *            both engines and the bare node:http and uWS servers sending the same bytes.
  * Environment (defaults): BENCH_RATES (50,100,200), BENCH_DURATION s (10), BENCH_WARMUP s (2),
  * BENCH_CPU_RATE (100), BENCH_CPU_DURATION s (5), BENCH_PERFORM_RATE (50), BENCH_READ_CONNECTIONS (50),
- * BENCH_TOKENS (20), BENCH_CHUNK_DELAY_MS (2), BENCH_ENGINE for /v1 and perform (node),
- * BENCH_LOG_LEVEL (info), BENCH_PARTS (proxy,cpu,perform,reads), BENCH_TARGETS (pipe,troupe-upstream-model,troupe-character,portkey; direct always runs),
- * BENCH_CPU_PROF (1: every Troupe under --cpu-prof, its top frames in the report; slows it),
- * BENCH_QUIET_WAIT s (10: before each measured phase, wait at most this long for the rest of the
- * machine to use < 60% of a core; 0 = don't wait),
+ * BENCH_TOKENS (20), BENCH_CHUNK_DELAY_MS (2), BENCH_ENGINE for /v1 and perform (node), BENCH_LOG_LEVEL (info),
+ * BENCH_PARTS (proxy,cpu,perform,reads), BENCH_TARGETS (pipe,troupe-upstream-model,troupe-character,portkey;
+ * direct always runs), BENCH_CPU_PROF (1: Troupe under --cpu-prof, top frames in the report),
+ * BENCH_QUIET_WAIT s (10: wait at most this long for the rest of the machine to use < 60% of a core),
  * UWS_NODE (else `bash .ci/uws-node.sh`). Writes loadtest/results/gateway-<stamp>.{json,md}.
  */
 import { join } from 'node:path';
 import { gitState, launch, machine, startRun, type Launched } from './support/children.ts';
 import { envFlag, envList, envLogLevel, envNumber, envRates, envText } from './support/env.ts';
-import { monotonicUs, requestOnce, runLoad, saturate, type HttpTarget, type TargetRun } from './support/load.ts';
+import { monotonicUs, performTargets, requestOnce, runLoad, saturate, type HttpTarget } from './support/load.ts';
 import { installPortkey, portkeyHeaders, startPortkey } from './support/portkey.ts';
 import { processCpuSeconds, waitForQuiet } from './support/proc.ts';
 import { formatSrcProfile, newestProfile, summarizeSrcProfile } from './support/profile.ts';
-import { RESULTS_DIR, summarize, writeResults } from './support/report.ts';
+import { RESULTS_DIR, writeResults } from './support/report.ts';
 import { callJson, createCharacter, ROOT, startTroupe, troupeEnv, uwsEngineNode, type Engine } from './support/troupe.ts';
-import { BENCH_MODEL, LAST_BODY_PATH, startUpstream } from './support/upstream-reply.ts';
-import { gatewayMarkdown, type CpuRow, type GatewayResult, type PhaseResult } from './gateway-report.ts';
+import { BENCH_MODEL, startUpstream } from './support/upstream-reply.ts';
+import { gatewayMarkdown, phaseResult, type CpuRow, type GatewayResult } from './gateway-report.ts';
 
 const PARTS = ['proxy', 'cpu', 'perform', 'reads'] as const;
 const PROXIES = ['pipe', 'troupe-upstream-model', 'troupe-character', 'portkey'] as const;
@@ -81,27 +72,6 @@ async function preflight(targets: readonly HttpTarget[]): Promise<Record<string,
     if (got.failure !== null) failed[target.label] = `${got.failure}: ${got.detail}`;
   }
   return failed;
-}
-
-function phaseResult(runs: readonly TargetRun[]): PhaseResult {
-  const direct = runs.find((r) => r.label === 'direct');
-  const directTtfc = direct ? summarize(direct.ttfc) : null;
-  const directTotal = direct ? summarize(direct.total) : null;
-  return {
-    targets: runs.map((r) => {
-      const ttfc = summarize(r.ttfc);
-      const total = summarize(r.total);
-      const failures = r.scheduled - r.ok;
-      return {
-        label: r.label, scheduled: r.scheduled, ok: r.ok, failures, errors: r.errors, errorSample: Object.values(r.errorSamples)[0] ?? null,
-        ttfc: { p50: ttfc.p50, p99: ttfc.p99 }, total: { p50: total.p50, p99: total.p99 }, lagP99: summarize(r.lag).p99,
-        added: {
-          ttfcP50: directTtfc ? ttfc.p50 - directTtfc.p50 : null, ttfcP99: directTtfc ? ttfc.p99 - directTtfc.p99 : null,
-          totalP50: directTotal ? total.p50 - directTotal.p50 : null, totalP99: directTotal ? total.p99 - directTotal.p99 : null,
-        },
-      };
-    }),
-  };
 }
 
 /** Loads `target` alone and returns the CPU `server` spent per measured request. */
@@ -194,17 +164,7 @@ async function chatParts(result: GatewayResult, stamp: string, uwsNode: string |
   }
   if (cfg.parts.includes('perform')) {
     log(`perform: POST /perform and the direct streamed call interleaved at ${cfg.performRate} req/s each`);
-    const perform: HttpTarget = {
-      label: 'perform', port: troupe.child.port, method: 'POST', path: '/perform',
-      headers: { 'content-type': 'application/json', authorization: troupe.auth },
-      body: Buffer.from(JSON.stringify({ npcId: characterId, history: [{ role: 'player', content: MESSAGES[0]?.content ?? '' }] })),
-    };
-    const failed = await preflight([perform]);
-    if (failed.perform) throw new Error(`perform pre-flight failed: ${failed.perform}`);
-    // The direct path replays the very request Troupe made for that perform.
-    const sent = await fetch(`${upstreamV1.slice(0, -3)}${LAST_BODY_PATH}`, { signal: AbortSignal.timeout(10_000) });
-    if (sent.status !== 200) throw new Error(`upstream ${LAST_BODY_PATH}: ${sent.status}`);
-    const direct = { ...chatTarget('direct', upstream.port, BENCH_MODEL, true, {}), body: Buffer.from(await sent.arrayBuffer()) };
+    const { perform, direct } = await performTargets(troupe, characterId, MESSAGES[0]?.content ?? '', upstream.port);
     result.perform = { rate: cfg.performRate, ...phaseResult(await runLoad([direct, perform], { rate: cfg.performRate, warmupSec: cfg.warmupSec, durationSec: cfg.durationSec })) };
   }
   const measuredTo = monotonicUs();
@@ -238,7 +198,7 @@ async function reads(result: GatewayResult, stamp: string, uwsNode: string | nul
     const troupe = await startTroupe({ engine, nodeBinary, logLevel: cfg.logLevel, nodeArgs: cfg.cpuProf ? ['--cpu-prof', `--cpu-prof-dir=${profDir}`] : [] });
     const id = await createCharacter(troupe);
     const body = JSON.stringify(await callJson(troupe, 'GET', `/characters/${id}`, undefined, 200));
-    const bare = await startChild(`bare-${engine}`, `loadtest/support/bare-${engine}-server.ts`, { BENCH_BODY: body, BENCH_PORT: '0' }, 'bare listening', nodeBinary);
+    const bare = await launch({ name: `bare-${engine}`, command: nodeBinary ?? process.execPath, args: ['loadtest/support/bare-server.ts', engine], env: troupeEnv({ BENCH_BODY: body }), cwd: ROOT, readyMsg: 'bare listening', readyTimeoutMs: 30_000 });
     // The same (ignored by the bare server) header both ways, so requests are byte for byte alike.
     const headers = { authorization: troupe.auth };
     const window = { start: 0, end: 0 };

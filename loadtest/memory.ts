@@ -12,16 +12,15 @@
  */
 import { randomBytes } from 'node:crypto';
 import { existsSync } from 'node:fs';
-import { mkdtemp, readFile, rm } from 'node:fs/promises';
+import { readFile, rm } from 'node:fs/promises';
 import { availableParallelism, cpus, tmpdir, totalmem } from 'node:os';
 import { join, resolve } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { parseArgs } from 'node:util';
-import postgres from 'postgres';
 import { startRun } from './support/children.ts';
 import { processMemory, processTree } from './support/proc.ts';
 import { markdownTable, writeResults } from './support/report.ts';
-import { ROOT, startTroupe } from './support/troupe.ts';
+import { freshStore, ROOT, startTroupe } from './support/troupe.ts';
 
 const BACKENDS = ['pglite', 'postgres'] as const;
 type Backend = (typeof BACKENDS)[number];
@@ -60,24 +59,6 @@ const cfg = {
 };
 if (cfg.backends.length === 0 || cfg.backends.some((b) => !(BACKENDS as readonly string[]).includes(b))) throw new Error(`--backends: pick from ${BACKENDS.join(', ')}`);
 const { stamp, disarm } = startRun('bench:memory', 60 * 60_000);
-
-async function adminQuery(statement: string): Promise<void> {
-  const sql = postgres(cfg.databaseUrl, { max: 1, onnotice: () => {} });
-  await sql.unsafe(statement).finally(() => sql.end());
-}
-
-/** A fresh, empty store: the child's storage variable and how to remove it. */
-async function openStorage(backend: Backend): Promise<{ env: Record<string, string>; dispose: () => Promise<void> }> {
-  if (backend === 'pglite') {
-    const dir = await mkdtemp(join(tmpdir(), 'troupe-bench-memory-'));
-    return { env: { TROUPE_DATA_DIR: dir }, dispose: () => rm(dir, { recursive: true, force: true }) };
-  }
-  const name = `troupe_bench_${randomBytes(6).toString('hex')}`;
-  await adminQuery(`create database ${name}`);
-  const url = new URL(cfg.databaseUrl);
-  url.pathname = `/${name}`;
-  return { env: { DATABASE_URL: url.toString() }, dispose: () => adminQuery(`drop database if exists ${name} with (force)`) };
-}
 
 const sumRss = (pids: number[]) => pids.reduce((sum, p) => sum + (processMemory(p)?.rss || 0), 0);
 const median = (v: readonly number[]) => {
@@ -125,7 +106,7 @@ async function measureStart(dir: string, settings: Record<string, string>) {
 
 /** Starts once with the module hook and lists which NOT_AT_START packages were resolved. */
 async function modulesAtStart(dir: string, backend: Backend): Promise<string[]> {
-  const storage = await openStorage(backend);
+  const storage = await freshStore(backend, cfg.databaseUrl);
   const logFile = join(tmpdir(), `troupe-bench-modules-${randomBytes(4).toString('hex')}.log`);
   try {
     const troupe = await startTroupe({ cwd: dir, key: null, settings: { ...storage.env, BENCH_MODULE_LOG: logFile }, nodeArgs: ['--import', MODULE_HOOK], readyTimeoutMs: 120_000 });
@@ -146,7 +127,7 @@ const results: Result[] = [];
 for (const backend of cfg.backends) {
   for (let run = 1; run <= cfg.runs; run++) {
     for (const tree of run % 2 === 1 ? trees : [...trees].reverse()) {
-      const storage = await openStorage(backend);
+      const storage = await freshStore(backend, cfg.databaseUrl);
       try {
         for (const start of STARTS) {
           const r = { tree: tree.label, backend, start, run, ...(await measureStart(tree.dir, storage.env)) };

@@ -1,38 +1,20 @@
 /**
- * Outages benchmark: `npm run bench:outages` (issue 16). How long Troupe takes to answer again
- * after a fault, and whether any message is lost, duplicated or reordered (goal: none).
- *
- * Each scenario starts afresh: a temporary PostgreSQL database, a private `redis-server` on a
- * free port, the benchmarks' upstream in echo mode (`Re: <message>` and words, one chunk each),
- * and two Troupe processes A and B. Under load throughout (see
- * outage-support/load.ts: per conversation, rounds of one message through A and one through B at
- * once; one WebSocket per conversation on each process; REST reads; /readyz polls), it injects:
- *   redis     Redis SIGKILLed and started again empty
- *   kill      process A SIGKILLed, once per BENCH_FAILOVER_MS value
- *   postgres  PostgreSQL cut at a TCP proxy for BENCH_PG_OUTAGE_MS, per BENCH_PG_MODES
- *   rolling   SIGTERM to A while replies stream, a new A, then the same for B
- * then keeps the load up BENCH_AFTER_MS more, stops it and checks every stored history and socket
- * stream (outage-support/check.ts). Prints Markdown tables; writes loadtest/results/outages-<stamp>.json.
- *
- * Environment (defaults in brackets):
- *   BENCH_SCENARIOS          redis,kill,postgres,rolling
- *   BENCH_DATABASE_URL       PostgreSQL server for the temporary databases [postgres://postgres@127.0.0.1:5432/test]
- *   BENCH_ENGINE             Troupe's HTTP_ENGINE [auto]
- *   BENCH_CONVERSATIONS      conversations under load [16]
- *   BENCH_THINK_MS           pause between a conversation's rounds [300]
- *   BENCH_REPLY_CHUNKS       chunks per reply [8]   BENCH_CHUNK_DELAY_MS between chunks [25]
- *   BENCH_READ_RATE          REST reads per second on each process [10]
- *   BENCH_REQUEST_TIMEOUT_MS a request with no answer by then counts as `timeout` [30000]
- *   BENCH_WARMUP_MS          load before the fault [4000]
- *   BENCH_AFTER_MS           load after recovery [4000]
- *   BENCH_RECOVERY_CAP_MS    longest wait for every conversation to answer again [40000]
- *   BENCH_SOCKET_GRACE_MS    a socket must get a reply this long after its 200 [1500]
- *   BENCH_FAILOVER_MS        ACTOR_FAILOVER_MS values for `kill` [5000,2000]
- *   BENCH_PG_MODES           reset,blackhole   BENCH_PG_OUTAGE_MS [8000]
- *   BENCH_ROLLING_SETTLE_MS  load between the two restarts [3000]
- *   BENCH_MAX_RUN_SEC        hard limit for the whole run [600]
- * A scenario with a timeout or a lost, duplicated or reordered message keeps its Troupe logs in
- * loadtest/results/outages-<stamp>-logs/.
+ * `npm run bench:outages` (issue 16): how long Troupe takes to answer again after a fault, and
+ * whether any message is lost, duplicated or reordered (goal: none). Each scenario runs on a fresh
+ * cluster (outage-support/cluster.ts) under load (load.ts), injects its fault (scenarios.ts), keeps
+ * the load up BENCH_AFTER_MS more and checks every history and socket stream (check.ts):
+ *   redis Redis SIGKILLed, started again empty; kill A SIGKILLed, per BENCH_FAILOVER_MS value;
+ *   postgres cut at a TCP proxy for BENCH_PG_OUTAGE_MS, per BENCH_PG_MODES; rolling SIGTERM to A, a new A, then B.
+ * Environment (defaults in brackets): BENCH_SCENARIOS [redis,kill,postgres,rolling]
+ *   BENCH_DATABASE_URL [postgres://postgres@127.0.0.1:5432/test]  BENCH_ENGINE HTTP_ENGINE [auto]
+ *   BENCH_CONVERSATIONS [16]  BENCH_THINK_MS between a conversation's rounds [300]
+ *   BENCH_REPLY_CHUNKS [8]  BENCH_CHUNK_DELAY_MS [25]  BENCH_READ_RATE REST reads/s per process [10]
+ *   BENCH_REQUEST_TIMEOUT_MS [30000]  BENCH_WARMUP_MS [4000]  BENCH_AFTER_MS [4000]
+ *   BENCH_RECOVERY_CAP_MS [40000]  BENCH_SOCKET_GRACE_MS a socket must get a reply this long after its 200 [1500]
+ *   BENCH_FAILOVER_MS [5000,2000]  BENCH_PG_MODES [reset,blackhole]  BENCH_PG_OUTAGE_MS [8000]
+ *   BENCH_ROLLING_SETTLE_MS [3000]  BENCH_MAX_RUN_SEC [600]
+ * Writes loadtest/results/outages-<stamp>.{json,md}; a scenario with a timeout or a lost, duplicated
+ * or reordered message keeps its Troupe logs in loadtest/results/outages-<stamp>-logs/.
  */
 import { join } from 'node:path';
 import { gitState, machine, startRun } from './support/children.ts';

@@ -1,24 +1,16 @@
 /**
- * Part (b): chunk fan-out to the subscribers of one conversation. `subscribers` WebSockets (in
- * this process) join it; messages are posted over HTTP; the upstream streams stamped chunks
- * (support/upstream-reply.ts). Each arrival is timestamped first thing in the `message` handler:
- *   - spread: last subscriber's arrival minus the first's, per chunk;
- *   - latency: arrival minus the instant the upstream wrote the chunk, per chunk and subscriber
- *     (upstream -> Troupe -> the conversation's actor -> its presence channel -> the subscribers'
- *     process -> socket -> this process), both on CLOCK_MONOTONIC.
- * The subscribers share this process's one thread, so the spread includes the time this process
- * takes in N-1 messages (a few µs each): an upper bound of Troupe's own spread.
- * Across processes (runCrossProcessFanout), the actor runs on Troupe A, where messages are posted,
- * and the subscribers are on B; both share a fresh PostgreSQL database and one Redis, so every
- * chunk crosses Redis pub/sub.
+ * Part (b): chunk fan-out to the subscribers (WebSockets in this process) of one conversation, on
+ * CLOCK_MONOTONIC: spread = last minus first subscriber's arrival per chunk; latency = arrival minus
+ * the upstream's write (its stamp). One thread takes in every subscriber's message, so the spread is
+ * an upper bound of Troupe's. Across processes the actor runs on A and the subscribers are on B.
  */
 import { performance } from 'node:perf_hooks';
 import { WebSocket } from 'ws';
 import { createTempDatabase } from '../../test/support/databases.ts';
-import { delay, execFileAsync, parseJson } from '../support/children.ts';
+import { delay } from '../support/children.ts';
 import { startCpuWindow, type CpuWindow, type WatchedProcess } from '../support/proc.ts';
 import { summarize } from '../support/report.ts';
-import { callJson, createCharacter, newBootstrapKey, startTroupe, type Troupe, type TroupeOptions } from '../support/troupe.ts';
+import { callJson, colyseusProcessId, createCharacter, newBootstrapKey, roomPlacement, startTroupe, type Troupe, type TroupeOptions } from '../support/troupe.ts';
 import { parseStamps, STAMP_PREFIX } from '../support/upstream-reply.ts';
 
 export const wsUrl = (troupe: Troupe, conversationId: string): string => `${troupe.base.replace(/^http/, 'ws')}/conversations/${conversationId}/ws?token=${encodeURIComponent(troupe.key ?? "")}`;
@@ -27,9 +19,8 @@ export interface FanoutOptions {
   subscribers: number;
   messages: number;
   warmupMessages: number;
-  /** Stamped chunks per reply (what the upstream is configured to send). */
+  /** Stamped chunks per reply and the gap between them (the upstream's settings). */
   chunks: number;
-  /** Gap between chunks at the upstream, for the report. */
   gapMs: number;
   pauseMs: number;
   timeoutMs: number;
@@ -178,23 +169,10 @@ export interface CrossResult {
   troupeExits: Record<string, string>;
 }
 
-/** A Troupe's Colyseus process id, from its `actor system ready` log line (LOG_LEVEL info or lower). */
-function colyseusProcessId(troupe: Troupe): string | null {
-  const id = troupe.child.tail().split('\n').filter((l) => l.includes('actor system ready')).map((l) => parseJson(l)?.processId).find((x) => typeof x === 'string');
-  return typeof id === 'string' ? id : null;
-}
-
-/** Where Redis' room cache says the actor runs (redis-cli, when installed). */
-async function actorProcessId(redisUrl: string, roomId: string): Promise<string | null> {
-  const { stdout } = await execFileAsync('redis-cli', ['-u', redisUrl, '--raw', 'hget', 'roomcaches', roomId], { timeout: 5_000 }).catch(() => ({ stdout: '' }));
-  const id = parseJson(stdout.trim())?.processId;
-  return typeof id === 'string' ? id : null;
-}
-
 export async function runCrossProcessFanout(options: CrossOptions, log: (line: string) => void): Promise<CrossResult> {
   const db = await createTempDatabase(options.databaseUrl);
   const troupeExits: Record<string, string> = {};
-  const shared = { ...options.troupe, settings: { ...options.troupe.settings, DATABASE_URL: db.url, REDIS_URL: options.redisUrl }, key: newBootstrapKey() };
+  const shared = { ...options.troupe, keepOutput: true, settings: { ...options.troupe.settings, DATABASE_URL: db.url, REDIS_URL: options.redisUrl }, key: newBootstrapKey() };
   let a: Troupe | null = null;
   let b: Troupe | null = null;
   try {
@@ -206,7 +184,7 @@ export async function runCrossProcessFanout(options: CrossOptions, log: (line: s
     await callJson(a, 'POST', `/conversations/${conversation.id}/messages`, { content: `${STAMP_PREFIX} placement` }, 200);
     log('fan-out across processes: actor started on A; starting B');
     b = await startTroupe({ ...shared, name: `troupe-${shared.engine}-B` });
-    const placement = { actorProcessId: await actorProcessId(options.redisUrl, conversation.id), aProcessId: colyseusProcessId(a), bProcessId: colyseusProcessId(b), onA: null as boolean | null };
+    const placement = { actorProcessId: (await roomPlacement(options.redisUrl)).get(conversation.id) ?? null, aProcessId: colyseusProcessId(a.child.output()), bProcessId: colyseusProcessId(b.child.output()), onA: null as boolean | null };
     if (placement.actorProcessId && placement.aProcessId) placement.onA = placement.actorProcessId === placement.aProcessId;
     if (placement.onA === false) throw new Error(`the conversation's actor runs on ${placement.actorProcessId}, not on A (${placement.aProcessId})`);
     const watch = [{ name: 'troupeA', pid: a.child.pid }, { name: 'troupeB', pid: b.child.pid }, options.upstream];

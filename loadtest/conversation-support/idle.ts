@@ -1,28 +1,16 @@
 /**
- * Part (a): many idle conversation WebSockets on one Troupe process. The client side lives in
- * socket-holder processes (one process may lack the file descriptors, and their memory is counted
- * apart); Troupe's memory is read after a full GC (the probe) before and after they connect, and
- * per socket = (after - before) / sockets open.
+ * Part (a): idle conversation WebSockets on one Troupe. Their client side lives in socket-holder
+ * processes (one may lack the file descriptors; their memory is counted apart).
  */
 import { createInterface } from 'node:readline';
 import { delay, spawnTracked, withFileLimit } from '../support/children.ts';
 import { processMemory } from '../support/proc.ts';
 import { callJson, ROOT, troupeEnv, type Troupe } from '../support/troupe.ts';
 
-export interface MemorySample {
-  /** VmRSS and VmHWM from /proc/<pid>/status, read right after the probe's GC. */
-  rss: number;
-  peakRss: number;
-  heapUsed: number;
-  heapTotal: number;
-  external: number;
-  arrayBuffers: number;
-  mallocedMemory: number;
-  gc: boolean;
-}
+export type MemorySample = Awaited<ReturnType<typeof probeTroupe>>['memory'];
 
-/** A full GC in Troupe, then its memory; with the GC pauses [start µs, ms, kind] it had up to then. */
-export async function probeTroupe(troupe: Troupe): Promise<{ memory: MemorySample; gcEvents: [number, number, number][] }> {
+/** A full GC in Troupe, then its memory (VmRSS, VmHWM from /proc right after it); with the GC pauses [start µs, ms, kind] so far. */
+export async function probeTroupe(troupe: Troupe) {
   const r = await troupe.probe();
   const mem = processMemory(troupe.child.pid);
   if (!mem) throw new Error(`cannot read /proc/${troupe.child.pid}/status`);

@@ -1,52 +1,16 @@
 /** Summaries and markdown tables of the conversations benchmark. */
 import type { TargetRun as RateRaw } from '../support/load.ts';
 import type { CpuWindow } from '../support/proc.ts';
-import { markdownTable, round3, roundSummary, splitHalfSpread, summarize, type Summary } from '../support/report.ts';
+import { markdownTable, round3, roundSummary, splitHalfSpread, summarize } from '../support/report.ts';
 import type { FanoutResult } from './fanout.ts';
 import type { IdleResult } from './idle.ts';
 
-export interface PathSummary {
-  target: string;
-  scheduled: number;
-  ok: number;
-  errorCount: number;
-  errors: Record<string, number>;
-  errorSamples: Record<string, string>;
-  achievedRps: number;
-  latency: Summary;
-  p99Noise: number;
-  lag: Summary;
-  maxInFlight: number;
-  /** The slowest requests: latency and when they were scheduled (s into the window), to tell stalls from steady queueing. */
-  slowest: { ms: number; atSec: number }[];
-}
-
-export interface RateResult {
-  engine: string;
-  rate: number;
-  direct: PathSummary;
-  perform: PathSummary;
-  added: { p50: number; p99: number; p99Noise: number };
-  sustained: boolean;
-  verdict: string[];
-  generatorSuspect: boolean;
-  cpu: CpuWindow;
-  monotonicUs: { start: number; end: number };
-  /** Troupe's GC pauses inside the measured window (filled in after the ladder). */
-  gc: GcWindow | null;
-}
-
-export interface GcWindow {
-  count: number;
-  totalMs: number;
-  maxMs: number;
-  /** Pauses of at least 5 ms. */
-  longPauses: number;
-  major: number;
-}
+export type PathSummary = ReturnType<typeof summarizePath>;
+export type RateResult = ReturnType<typeof compareRate>;
+export type GcWindow = ReturnType<typeof gcInWindow>;
 
 /** GC pauses [start µs, ms, kind] that started inside the window (µs, CLOCK_MONOTONIC). */
-export function gcInWindow(events: readonly [number, number, number][], window: { start: number; end: number }): GcWindow {
+export function gcInWindow(events: readonly [number, number, number][], window: { start: number; end: number }) {
   const inside = events.filter(([at]) => at >= window.start && at <= window.end);
   const totalMs = round3(inside.reduce((sum, [, ms]) => sum + ms, 0)) ?? 0;
   return { count: inside.length, totalMs, maxMs: round3(Math.max(0, ...inside.map(([, ms]) => ms))) ?? 0, longPauses: inside.filter(([, ms]) => ms >= 5).length, major: inside.filter(([, , kind]) => kind === 4).length };
@@ -55,11 +19,12 @@ export function gcInWindow(events: readonly [number, number, number][], window: 
 export const SUSTAIN = { minAchievedRatio: 0.95, maxErrorRate: 0.001 } as const;
 export const GENERATOR_MAX_LAG_P99_MS = 5;
 
-export function summarizePath(raw: RateRaw): PathSummary {
+export function summarizePath(raw: RateRaw) {
   const errorCount = Object.values(raw.errors).reduce((a, b) => a + b, 0);
   return {
     target: raw.label, scheduled: raw.scheduled, ok: raw.ok, errorCount, errors: raw.errors, errorSamples: raw.errorSamples, achievedRps: raw.achievedRps,
     latency: summarize(raw.total), p99Noise: splitHalfSpread(raw.total, 99), lag: summarize(raw.lag), maxInFlight: raw.maxInFlight,
+    // The slowest requests and when they were scheduled (s into the window): stalls or steady queueing.
     slowest: raw.total
       .map((ms, i) => ({ ms, atSec: (raw.scheduledAt[i] ?? Number.NaN) / 1000 }))
       .sort((a, b) => b.ms - a.ms)
@@ -68,7 +33,7 @@ export function summarizePath(raw: RateRaw): PathSummary {
   };
 }
 
-export function compareRate(engine: string, direct: RateRaw, perform: RateRaw, maxP99Ms: number): RateResult {
+export function compareRate(engine: string, direct: RateRaw, perform: RateRaw, maxP99Ms: number) {
   const d = summarizePath(direct);
   const p = summarizePath(perform);
   const verdict: string[] = [];
@@ -83,7 +48,8 @@ export function compareRate(engine: string, direct: RateRaw, perform: RateRaw, m
     generatorSuspect: Math.max(d.lag.p99, p.lag.p99) > GENERATOR_MAX_LAG_P99_MS || (direct.cpu?.benchEventLoop ?? 0) > 0.9,
     cpu: direct.cpu ?? { children: {}, bench: 0, benchEventLoop: 0, other: null, machine: null },
     monotonicUs: direct.monotonicUs,
-    gc: null,
+    /** Troupe's GC pauses inside the measured window (filled in after the ladder). */
+    gc: null as GcWindow | null,
   };
 }
 
@@ -93,12 +59,9 @@ const pct = (v: number | null | undefined): string => (v === null || v === undef
 const mib = (bytes: number): string => (bytes / 2 ** 20).toFixed(1);
 const kib = (bytes: number | null | undefined): string => (bytes === null || bytes === undefined || !Number.isFinite(bytes) ? 'n/a' : (bytes / 1024).toFixed(2));
 
-const table = (header: string[], align: string[], rows: string[][]): string => markdownTable(header, rows, align.map((a) => (a.endsWith(':') ? 'r' : 'l')).join(''));
-
 export function idleTable(rows: readonly { engine: string; result: IdleResult }[], goalBytes: number): string {
-  return table(
+  return markdownTable(
     ['engine', 'sockets open / requested', 'conversations', 'Troupe RSS before → half → after (MiB)', 'RSS per socket (KiB)', `≤ ${goalBytes / 1024} KiB`, 'RSS per socket, 2nd half (KiB)', 'V8 heap used per socket (KiB)', 'V8 heap used per socket, 2nd half (KiB)', 'client RSS per socket (KiB, procs)', 'connect time (s)', 'failures', 'liveness'],
-    ['---', '---:', '---:', '---:', '---:', '---', '---:', '---:', '---:', '---:', '---:', '---:', '---'],
     rows.map(({ engine, result: r }) => [
       engine,
       `${r.openAtSample} / ${r.plan.requested}${r.plan.target < r.plan.requested ? ' (capped)' : ''}`, String(r.plan.conversations), `${mib(r.troupeBefore.rss)} → ${r.troupeHalf ? mib(r.troupeHalf.rss) : '?'} → ${mib(r.troupeAfter.rss)}`,
@@ -106,6 +69,7 @@ export function idleTable(rows: readonly { engine: string; result: IdleResult }[
       kib(r.perSocket?.heapUsedBytes), kib(r.marginalPerSocket?.heapUsedBytes), `${kib(r.clientPerSocketRssBytes)} (${r.clientProcesses})`,
       r.connectSec.toFixed(1), r.failed === 0 && r.unexpectedCloses === 0 ? '0' : `${r.failed} failed, ${r.unexpectedCloses} closed (${Object.entries(r.errors).map(([k, v]) => `${k}:${v}`).join(' ')})`, r.liveness ? `${r.liveness.received}/${r.liveness.expected} got a reply` : 'not checked',
     ]),
+    'lrrrrlrrrrrrl',
   );
 }
 
@@ -117,9 +81,8 @@ function troupeCpu(cpu: CpuWindow): number | null {
 }
 
 export function fanoutTable(rows: readonly { engine: string; result: FanoutResult }[]): string {
-  return table(
+  return markdownTable(
     ['engine', 'subscribers', 'chunks (msgs × chunks)', 'spread p50', 'spread p99', 'latency p50', 'latency p99', 'first-sub. latency p50 / p99', 'last-sub. latency p50 / p99', 'POST message p50 / p99', 'missing', 'CPU % troupe (all) / upstream / bench'],
-    ['---', '---:', '---:', '---:', '---:', '---:', '---:', '---:', '---:', '---:', '---:', '---:'],
     rows.map(({ engine, result: r }) => [
       engine,
       String(r.subscribers),
@@ -128,6 +91,7 @@ export function fanoutTable(rows: readonly { engine: string; result: FanoutResul
       `${ms(r.lastSubscriberLatencyMs.p50, 3)} / ${ms(r.lastSubscriberLatencyMs.p99, 3)}`, `${ms(r.httpMessageMs.p50, 1)} / ${ms(r.httpMessageMs.p99, 1)}`, `${r.missingDeliveries} of ${r.expectedDeliveries}`,
       `${pct(troupeCpu(r.cpu))} / ${pct(r.cpu.children.upstream)} / ${pct(r.cpu.bench)}`,
     ]),
+    'lrrrrrrrrrrr',
   );
 }
 
@@ -137,9 +101,8 @@ function errorsCell(s: PathSummary): string {
 }
 
 export function performTable(results: readonly RateResult[], goalMs: number): string {
-  return table(
+  return markdownTable(
     ['engine', 'offered req/s', 'achieved direct / perform', 'direct p50', 'direct p99', 'perform p50', 'perform p99', 'added p50', 'added p99 (±noise)', `added p99 ≤ ${goalMs} ms`, 'errors direct / perform', 'gen. lag p99', 'CPU % troupe / upstream / bench / other', 'Troupe CPU per perform (ms)', 'Troupe GC: total ms / longest pause ms', 'sustained'],
-    ['---', '---:', '---:', '---:', '---:', '---:', '---:', '---:', '---:', '---', '---:', '---:', '---:', '---:', '---:', '---'],
     results.map((r) => [
       r.engine,
       String(r.rate), `${r.direct.achievedRps.toFixed(0)} / ${r.perform.achievedRps.toFixed(0)}`, ms(r.direct.latency.p50),
@@ -148,6 +111,7 @@ export function performTable(results: readonly RateResult[], goalMs: number): st
       `${errorsCell(r.direct)} / ${errorsCell(r.perform)}`, `${ms(Math.max(r.direct.lag.p99, r.perform.lag.p99))}${r.generatorSuspect ? ' ⚠' : ''}`, `${pct(r.cpu.children.troupe)} / ${pct(r.cpu.children.upstream)} / ${pct(r.cpu.bench)} / ${pct(r.cpu.other)}`,
       troupeCpuPerRequest(r), r.gc ? `${r.gc.totalMs.toFixed(0)} / ${r.gc.maxMs.toFixed(1)}` : 'n/a', r.sustained ? 'yes' : `no: ${r.verdict.join('; ')}`,
     ]),
+    'lrrrrrrrrlrrrrrl',
   );
 }
 

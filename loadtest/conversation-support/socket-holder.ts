@@ -1,14 +1,8 @@
 /**
- * A child of bench:conversations that opens and then holds many idle conversation WebSockets
- * (the `ws` client), so their client side lives outside the benchmark process (idle.ts starts it).
- * One JSON command per line on stdin, one JSON answer per line on stdout:
- *   {"op":"connect","base":"ws://127.0.0.1:P","token":"…","conversations":["c1",…],"count":N,
- *    "offset":K,"concurrency":C,"timeoutMs":T,"localAddress":"127.0.0.1"?}
- *       opens N sockets; socket i joins conversation (K + i) mod len. A socket counts as open once
- *       the server's {"type":"ready"} arrived (the server subscribed it by then).
- *   {"op":"stats"}  full GC (--expose-gc), then memory and socket counts
- *   {"op":"reset"}  zeroes the message counters       {"op":"close"}  terminates every socket
- * The process exits when stdin closes.
+ * A child of bench:conversations (idle.ts) holding many idle conversation WebSockets outside the
+ * benchmark process. One JSON command per stdin line, one JSON answer per stdout line: `connect`
+ * (count sockets, socket i joins conversations[(offset + i) % n], open once `ready` arrived),
+ * `stats` (after a full GC), `reset` (message counters), `close`. Exits when stdin closes.
  */
 import { performance } from 'node:perf_hooks';
 import { createInterface } from 'node:readline';

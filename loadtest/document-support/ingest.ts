@@ -10,18 +10,16 @@
  * the loop being measured; the status is polled with GET every 200 ms until `ready`.
  */
 import { randomBytes } from 'node:crypto';
-import { mkdtemp, rm, writeFile } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
+import { writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { Writable } from 'node:stream';
 import { loadConfig } from '../../src/config.ts';
 import { createLogger } from '../../src/observability/logger.ts';
 import { startServer } from '../../src/server.ts';
-import { createTempDatabase } from '../../test/support/databases.ts';
 import { delay, execFileAsync } from '../support/children.ts';
 import { LoopMonitor, type LoopReport } from '../support/probe.ts';
 import { summarize } from '../support/report.ts';
-import { callJson, startTroupe } from '../support/troupe.ts';
+import { callJson, freshStore, startTroupe } from '../support/troupe.ts';
 
 export type Backend = 'postgres' | 'pglite';
 export type Mode = 'process' | 'in-process';
@@ -57,15 +55,6 @@ async function probeHealthz(url: string, stop: Promise<void>): Promise<number[]>
     latencies.push(performance.now() - t0);
   }
   return latencies;
-}
-
-async function storage(backend: Backend, baseUrl: string): Promise<{ env: Record<string, string>; dispose: () => Promise<void> }> {
-  if (backend === 'postgres') {
-    const db = await createTempDatabase(baseUrl);
-    return { env: { DATABASE_URL: db.url }, dispose: db.drop };
-  }
-  const dir = await mkdtemp(join(tmpdir(), 'troupe-doc-bench-'));
-  return { env: { TROUPE_DATA_DIR: dir }, dispose: () => rm(dir, { recursive: true, force: true }) };
 }
 
 async function startProcess(settings: Record<string, string>, key: string, resolutionMs: number): Promise<Target> {
@@ -110,7 +99,7 @@ export interface IngestOptions {
 }
 
 export async function measureIngest(o: IngestOptions) {
-  const store = await storage(o.backend, o.databaseUrl);
+  const store = await freshStore(o.backend, o.databaseUrl);
   const key = `sk-troupe-docbench${randomBytes(12).toString('base64url')}`;
   const label = `ingest ${o.file.id} ${o.backend} ${o.mode} #${o.run}`;
   let target: Target | null = null;

@@ -1,19 +1,8 @@
 /**
- * Were messages lost, duplicated or reordered? Reads each conversation's stored history against
- * what the load sent and was told, and each socket's stream against the history.
- *
- * History (per conversation, in stored order):
- * - lost: a message answered 200 that is not stored, or stored without its reply after it;
- * - duplicated: a message or a reply stored more than once;
- * - reordered: an answered message stored after one of a later round, or a reply not right
- *   after its own message;
- * - not alternating: a conversation where some answered message is not followed at once by its
- *   reply, or a reply is not right after its message (what two actors taking turns would do);
- * - refused: the sender got an error (or no answer); fine when nothing was stored, otherwise
- *   counted as stored-with-reply or stored-unanswered (a client retrying it would duplicate it).
- * Sockets (per connection that got `ready`): every reply to a message sent after `ready` and
- * answered at least `graceMs` before the socket closed must arrive whole (its chunks joined equal
- * the stored reply), once, in history order; a `done` for a reply that is not stored is a phantom.
+ * Were messages lost, duplicated or reordered? Each stored history against what the load sent and
+ * was told (a 200 must be stored once, followed at once by its reply, in round order), and each
+ * socket's stream against the history: a reply to a message sent after `ready` and answered
+ * `graceMs` before the socket closed must arrive whole, once, in history order.
  */
 import type { Send, Session } from './load.ts';
 import { echoedMessage as replyTag } from '../support/upstream-reply.ts';
@@ -24,42 +13,16 @@ export interface StoredMessage {
   content: string;
 }
 
-export interface HistoryCheck {
-  sent: number;
-  answered: number;
-  refused: number;
-  refusedStoredAnswered: number;
-  refusedStoredUnanswered: number;
-  /** By the code the sender was given: refused messages that were stored anyway, answered / not. */
-  refusedStoredByCode: Record<string, { answered: number; unanswered: number }>;
-  lost: number;
-  duplicated: number;
-  reordered: number;
-  /** A 200 whose reply answers another message. */
-  wrongReply: number;
-  notAlternating: number;
-  /** Stored player messages that are not the load's (should be 0). */
-  unknown: number;
-  examples: string[];
-  /** The first few conversations that do not alternate: the history from just before it goes wrong. */
-  excerpts: { conv: number; at: number; messages: string[] }[];
-}
+export type HistoryCheck = ReturnType<typeof checkHistories>;
+export type SocketCheck = ReturnType<typeof checkSockets>;
 
-export interface SocketCheck {
-  sessions: number;
-  expected: number;
-  received: number;
-  missed: number;
-  incomplete: number;
-  duplicated: number;
-  reordered: number;
-  phantom: number;
-  errors: Record<string, number>;
-  examples: string[];
-}
-
-export function checkHistories(sends: readonly Send[], histories: readonly StoredMessage[][]): HistoryCheck {
-  const c: HistoryCheck = { sent: 0, answered: 0, refused: 0, refusedStoredAnswered: 0, refusedStoredUnanswered: 0, refusedStoredByCode: {}, lost: 0, duplicated: 0, reordered: 0, wrongReply: 0, notAlternating: 0, unknown: 0, examples: [], excerpts: [] };
+export function checkHistories(sends: readonly Send[], histories: readonly StoredMessage[][]) {
+  // refusedStoredByCode: refused messages stored anyway, answered / not, by the code the sender got; wrongReply: a 200
+  // carrying another message's reply; unknown: stored player messages not the load's; excerpts: where alternation breaks.
+  const c = {
+    sent: 0, answered: 0, refused: 0, refusedStoredAnswered: 0, refusedStoredUnanswered: 0, refusedStoredByCode: {} as Record<string, { answered: number; unanswered: number }>,
+    lost: 0, duplicated: 0, reordered: 0, wrongReply: 0, notAlternating: 0, unknown: 0, examples: [] as string[], excerpts: [] as { conv: number; at: number; messages: string[] }[],
+  };
   const note = (text: string) => void (c.examples.length < 12 && c.examples.push(text));
   const byTag = new Map(sends.map((s) => [s.tag, s]));
   for (const s of sends) {
@@ -136,8 +99,8 @@ export function checkHistories(sends: readonly Send[], histories: readonly Store
 /** A reply whose start a socket missed is the one streaming when it subscribed if it began this soon after. */
 const JOINED_MID_REPLY_MS = 2_000;
 
-export function checkSockets(sends: readonly Send[], histories: readonly StoredMessage[][], sessions: readonly Session[], graceMs: number): SocketCheck {
-  const c: SocketCheck = { sessions: 0, expected: 0, received: 0, missed: 0, incomplete: 0, duplicated: 0, reordered: 0, phantom: 0, errors: {}, examples: [] };
+export function checkSockets(sends: readonly Send[], histories: readonly StoredMessage[][], sessions: readonly Session[], graceMs: number) {
+  const c = { sessions: 0, expected: 0, received: 0, missed: 0, incomplete: 0, duplicated: 0, reordered: 0, phantom: 0, errors: {} as Record<string, number>, examples: [] as string[] };
   const note = (text: string) => void (c.examples.length < 12 && c.examples.push(text));
   // Where each stored reply sits in its history, and its text.
   const position = histories.map((history) => new Map(history.flatMap((m, i) => (m.role === 'character' ? [[replyTag(m.content) ?? '?', { i, text: m.content }] as const] : []))));
@@ -184,22 +147,11 @@ export function checkSockets(sends: readonly Send[], histories: readonly StoredM
   return c;
 }
 
-export interface Incident {
-  tag: string;
-  node: string | null;
-  answer: string;
-  /** When it was sent, and how long its answer took (ms; sent is relative to the fault). */
-  sentMs: number;
-  tookMs: number;
-  stored: boolean;
-  answered: boolean;
-}
-
 /**
  * Messages whose sender was not told 200, other than connection refused (a dead process): what
- * they were told, when, and what was stored. Timeouts first; at most `max`.
+ * they were told, when (sentMs: after the fault), how long it took, and what was stored. Timeouts first.
  */
-export function incidents(sends: readonly Send[], histories: readonly StoredMessage[][], tFault: number, max = 40): Incident[] {
+export function incidents(sends: readonly Send[], histories: readonly StoredMessage[][], tFault: number, max = 40) {
   const stored = new Set(histories.flat().filter((m) => m.role === 'player').map((m) => m.content));
   const answered = new Set(histories.flat().filter((m) => m.role === 'character').map((m) => replyTag(m.content)));
   return sends

@@ -1,17 +1,14 @@
 /**
- * What one outage scenario runs on: a fresh PostgreSQL database (optionally behind a fault
- * proxy), a private `redis-server` on a free port (restartable empty), the benchmarks' upstream in
- * echo mode, and two Troupe processes (slots A and B) sharing both. `route` is the load balancer's
- * table (a slot taken out of rotation sends its traffic to the other one). `close` stops it all,
- * and an exit hook drops the database if the run dies first.
+ * One outage scenario's cluster: a fresh PostgreSQL database (optionally behind a fault proxy), a
+ * private `redis-server`, the upstream in echo mode, and Troupe processes in slots A and B. `route`
+ * is the load balancer's table: a slot out of rotation sends its traffic to the other.
  */
 import { execFileSync } from 'node:child_process';
 import { performance } from 'node:perf_hooks';
-import { Redis } from 'ioredis';
 import { createTempDatabase } from '../../test/support/databases.ts';
 import { startFaultProxy, type FaultProxy } from '../../test/support/fault-proxy.ts';
 import { freePort, spawnTracked, type Tracked } from '../support/children.ts';
-import { ROOT, startTroupe, troupeEnv, type Troupe } from '../support/troupe.ts';
+import { colyseusProcessId, ROOT, startTroupe, troupeEnv, type Troupe } from '../support/troupe.ts';
 import { BENCH_MODEL, startUpstream } from '../support/upstream-reply.ts';
 
 export type Slot = 'A' | 'B';
@@ -103,7 +100,7 @@ export class Cluster {
     const label = `${slot}${++this.#count[slot]}`;
     const troupe = await startTroupe({ name: `troupe-${label}`, key: KEY, settings: this.#settings, keepOutput: true });
     // Logged before `troupe listening`, so it is in the output already.
-    const processId = /"processId":"([^"]+)"[^\n]*"msg":"actor system ready"/.exec(troupe.child.output())?.[1] ?? '';
+    const processId = colyseusProcessId(troupe.child.output()) ?? '';
     this.engine = String(troupe.child.readyInfo.engine);
     const node: TroupeNode = { label, slot, troupe, processId };
     this.nodes[slot] = node;
@@ -115,18 +112,6 @@ export class Cluster {
   /** The process traffic for `slot` goes to now, or null when it is gone. */
   target(slot: Slot): TroupeNode | null {
     return this.nodes[this.route[slot]];
-  }
-
-  /** Which process runs each conversation's actor, by Colyseus process id (Redis' room cache). */
-  async placement(): Promise<Map<string, string>> {
-    const redis = new Redis(this.redis.url, { lazyConnect: true, maxRetriesPerRequest: 1 });
-    try {
-      await redis.connect();
-      const rooms = await redis.hgetall('roomcaches');
-      return new Map(Object.entries(rooms).map(([roomId, json]) => [roomId, String((JSON.parse(json) as { processId?: unknown }).processId)]));
-    } finally {
-      redis.disconnect();
-    }
   }
 
   async close(): Promise<void> {

@@ -1,13 +1,7 @@
 /**
- * The load kept up through a fault, and everything it saw:
- * - per conversation, rounds of two player messages sent at once, one through each slot
- *   (`POST /conversations/{id}/messages`); a round starts once both of the last one answered,
- *   so the history must hold round r before round r+1, each message followed by its reply;
- * - one WebSocket per conversation and slot, reconnecting when closed, recording every reply
- *   it streams (chunks by `replyId`, `done`, `error`);
- * - REST reads on each slot at a fixed rate (a conversation with its history, a character);
- * - `GET /readyz` on each slot every 100 ms.
- * Times are ms since the load's clock started (`now()`).
+ * The load kept up through a fault: per conversation, rounds of two messages at once, one through
+ * each slot (the next round once both answered); one WebSocket per conversation and slot,
+ * reconnecting; REST reads at a fixed rate; `GET /readyz` every 100 ms. Times: ms since `now()` began.
  */
 import { performance } from 'node:perf_hooks';
 import { setTimeout as sleep } from 'node:timers/promises';

@@ -1,16 +1,8 @@
-/**
- * The four outages, each on a fresh cluster (cluster.ts) under the load of load.ts:
- * 1. redis      Redis SIGKILLed and started again empty;
- * 2. kill       one Troupe process SIGKILLed (per ACTOR_FAILOVER_MS value);
- * 3. postgres   PostgreSQL cut at a proxy (`reset`: refused, as when stopped; `blackhole`:
- *               connections hang, as when unreachable), then restored;
- * 4. rolling    SIGTERM to A while replies stream (the balancer sends A's traffic to B), a new A,
- *               then the same for B.
- */
+/** The four outages of bench:outages, each on a fresh cluster (cluster.ts) under the load of load.ts. */
 import { mkdir, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { callJson } from '../support/troupe.ts';
+import { callJson, roomPlacement } from '../support/troupe.ts';
 import { summarize } from '../support/report.ts';
 import { checkHistories, checkSockets, incidents, type StoredMessage } from './check.ts';
 import { Cluster, gone, SLOTS, other, type ClusterOptions, type Slot } from './cluster.ts';
@@ -116,7 +108,7 @@ export function redisRestart(s: Settings, log: Log) {
 export function processKill(s: Settings, log: Log, failoverMs: number) {
   return scenario(`SIGKILL, ACTOR_FAILOVER_MS=${failoverMs}`, s, log, { failoverMs }, async (cluster, load, convs) => {
     const victim = cluster.nodes.A!;
-    const placement = await cluster.placement();
+    const placement = await roomPlacement(cluster.redis.url);
     const owned = convs.filter((conv) => placement.get(load.conversationId(conv)) === victim.processId);
     const inFlight = load.inFlight(victim.label);
     const tKill = load.now();

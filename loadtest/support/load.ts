@@ -13,6 +13,8 @@ import { Agent, request as httpRequest } from 'node:http';
 import { performance } from 'node:perf_hooks';
 import autocannon from 'autocannon';
 import { startCpuWindow, type CpuWindow, type WatchedProcess } from './proc.ts';
+import type { Troupe } from './troupe.ts';
+import { LAST_BODY_PATH } from './upstream-reply.ts';
 
 export interface HttpTarget {
   label: string;
@@ -205,4 +207,28 @@ export function saturate(options: { url: string; connections: number; durationSe
     });
     const stopTimer = setTimeout(() => instance.stop(), (options.durationSec + 10) * 1000);
   });
+}
+
+/**
+ * POST /perform and, as `direct`, the very request Troupe sent the upstream for it (the upstream
+ * keeps the last one) replayed, both pre-flighted; `expected` is the exact body /perform must answer.
+ */
+export async function performTargets(troupe: Troupe, characterId: string, line: string, upstreamPort: number, expected?: Buffer) {
+  const perform: HttpTarget = {
+    label: 'perform', port: troupe.child.port, method: 'POST', path: '/perform', headers: { authorization: troupe.auth, 'content-type': 'application/json' },
+    body: Buffer.from(JSON.stringify({ npcId: characterId, history: [{ role: 'player', content: line }] })),
+    check: expected ? (body) => (body.equals(expected) ? null : body.toString('utf8').slice(0, 200)) : undefined,
+  };
+  const first = await requestOnce(perform);
+  if (first.failure !== null) throw new Error(`perform pre-flight: ${first.failure}: ${first.detail}`);
+  const res = await fetch(`http://127.0.0.1:${upstreamPort}${LAST_BODY_PATH}`, { signal: AbortSignal.timeout(10_000) });
+  const sent = Buffer.from(await res.arrayBuffer());
+  if (res.status !== 200) throw new Error(`upstream ${LAST_BODY_PATH}: ${res.status} ${sent.toString('utf8').slice(0, 200)}`);
+  const headers = { authorization: 'Bearer sk-direct-unused', 'content-type': 'application/json', accept: 'text/event-stream' };
+  const direct: HttpTarget = { label: 'direct', port: upstreamPort, method: 'POST', path: '/v1/chat/completions', body: sent, stream: true, headers, check: () => null };
+  const directFirst = await requestOnce(direct);
+  if (directFirst.failure !== null) throw new Error(`direct pre-flight: ${directFirst.failure}: ${directFirst.detail}`);
+  const length = directFirst.body.byteLength;
+  direct.check = (body) => (body.byteLength === length ? null : `${body.byteLength} bytes (expected ${length}) ending ${JSON.stringify(body.subarray(-40).toString('utf8'))}`);
+  return { perform, direct, preflight: { directMs: directFirst.ms, performMs: first.ms, upstreamRequestBytes: sent.byteLength } };
 }

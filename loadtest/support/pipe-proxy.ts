@@ -4,10 +4,11 @@
  * BENCH_UPSTREAM_PORT (required), BENCH_PORT (default 0); prints `{"msg":"pipe listening","port":N}`.
  */
 import { Agent, createServer, request } from 'node:http';
-import { intEnv, listenAndAnnounce } from './serve.ts';
+import { envNumber } from './env.ts';
+import { listenAndAnnounce } from './serve.ts';
 
 const PIPE_READY_MSG = 'pipe listening';
-const upstreamPort = intEnv('BENCH_UPSTREAM_PORT', 0);
+const upstreamPort = envNumber('BENCH_UPSTREAM_PORT', 0, 0);
 const agent = new Agent({ keepAlive: true, maxSockets: 4096, scheduling: 'lifo' });
 
 const server = createServer((req, res) => {
@@ -24,4 +25,4 @@ const server = createServer((req, res) => {
 });
 
 if (upstreamPort === 0) throw new Error('BENCH_UPSTREAM_PORT is required');
-listenAndAnnounce(server, intEnv('BENCH_PORT', 0), PIPE_READY_MSG);
+listenAndAnnounce(server, envNumber('BENCH_PORT', 0, 0), PIPE_READY_MSG);

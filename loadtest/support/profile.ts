@@ -32,8 +32,9 @@ export interface SrcProfile {
   modulesSelf: FrameShare[];
 }
 
+/** The newest main-thread profile: `CPU.<date>.<time>.<pid>.<thread>.<seq>.cpuprofile`, thread 0 (workers are 1, 2, ...). */
 export async function newestProfile(dir: string): Promise<string | null> {
-  const last = (await readdir(dir).catch(() => [] as string[])).filter((n) => n.endsWith('.cpuprofile')).sort().at(-1);
+  const last = (await readdir(dir).catch(() => [] as string[])).filter((n) => /\.\d+\.0\.\d+\.cpuprofile$/.test(n)).sort().at(-1);
   return last === undefined ? null : join(dir, last);
 }
 

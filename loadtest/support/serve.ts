@@ -2,14 +2,6 @@
 import type { IncomingMessage, Server, ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 
-/** An integer >= 0 from the environment, or `fallback` when unset. */
-export function intEnv(name: string, fallback: number): number {
-  const raw = process.env[name]?.trim();
-  if (!raw) return fallback;
-  if (!Number.isInteger(Number(raw)) || Number(raw) < 0) throw new Error(`${name} must be an integer >= 0, got '${raw}'`);
-  return Number(raw);
-}
-
 export function sendJson(res: ServerResponse, status: number, text: string): void {
   res.writeHead(status, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(text) });
   res.end(text);

@@ -4,11 +4,13 @@
  * environment built only from what the benchmark passes (troupeEnv), never the developer's shell.
  */
 import { randomBytes } from 'node:crypto';
-import { readFile, rm } from 'node:fs/promises';
+import { mkdtemp, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
+import { Redis } from 'ioredis';
 import { CONFIG_VARIABLES } from '../../src/config.ts';
+import { createTempDatabase } from '../../test/support/databases.ts';
 import { delay, execFileAsync, freePort, launch, launchPolled, withFileLimit, type Launched } from './children.ts';
 
 export const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '..', '..');
@@ -126,6 +128,31 @@ export async function startTroupe(options: TroupeOptions): Promise<Troupe> {
       return `code ${exit.code}, signal ${exit.signal}`;
     },
   };
+}
+
+/** An empty store for a Troupe child (a temporary PostgreSQL database or PGlite folder): its setting and how to remove it. */
+export async function freshStore(backend: 'postgres' | 'pglite', databaseUrl: string): Promise<{ env: Record<string, string>; dispose: () => Promise<void> }> {
+  if (backend === 'postgres') {
+    const db = await createTempDatabase(databaseUrl);
+    return { env: { DATABASE_URL: db.url }, dispose: db.drop };
+  }
+  const dir = await mkdtemp(join(tmpdir(), 'troupe-bench-store-'));
+  return { env: { TROUPE_DATA_DIR: dir }, dispose: () => rm(dir, { recursive: true, force: true }) };
+}
+
+/** Colyseus' process id in Troupe's output (its `actor system ready` line, logged at LOG_LEVEL info). */
+export const colyseusProcessId = (output: string): string | null => /"processId":"([^"]+)"[^\n]*"msg":"actor system ready"/.exec(output)?.[1] ?? null;
+
+/** Which Colyseus process runs each room (conversation) by Redis' room cache. */
+export async function roomPlacement(redisUrl: string): Promise<Map<string, string>> {
+  const redis = new Redis(redisUrl, { lazyConnect: true, maxRetriesPerRequest: 1 });
+  try {
+    await redis.connect();
+    const rooms = await redis.hgetall('roomcaches');
+    return new Map(Object.entries(rooms).map(([roomId, json]) => [roomId, String((JSON.parse(json) as { processId?: unknown }).processId)]));
+  } finally {
+    redis.disconnect();
+  }
 }
 
 /** A JSON request to Troupe that must answer `expected`; its parsed body. */

@@ -1,11 +1,8 @@
 /**
- * The wire of the benchmarks' one fake OpenAI-compatible upstream (upstream-server.ts), shared by
- * the upstream, which sends it, and the benchmarks, which start it and check what came back.
- * Replies, chosen by the last user message of a chat request:
- *   - it starts with STAMP_PREFIX: a stamped stream; every content chunk reads ` <i>@<µs>`, its
- *     index and the CLOCK_MONOTONIC µs at which the upstream wrote it (same clock machine-wide);
- *   - BENCH_REPLY=echo: `Re: <that message>` then words, one chunk each (a reply names its message);
- *   - otherwise the same fixed reply of N word tokens.
+ * The wire of the one fake upstream (upstream-server.ts), shared with the benchmarks that check it.
+ * Chat replies, by the last user message: STAMP_PREFIX gets a stream whose chunks read ` <i>@<µs>`
+ * (index, CLOCK_MONOTONIC µs written); with BENCH_REPLY=echo, `Re: <message>` then words; else a
+ * fixed reply of N word tokens.
  */
 import { launch, type Launched } from './children.ts';
 import { ROOT, troupeEnv } from './troupe.ts';

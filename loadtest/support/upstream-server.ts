@@ -10,14 +10,15 @@
 import { createHash } from 'node:crypto';
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import { BENCH_MODEL, chunkFrame, completionBody, DONE_FRAME, echoReplyTokens, fixedReplyTokens, LAST_BODY_PATH, replyFrames, STAMP_PREFIX, stampText, UPSTREAM_READY_MSG } from './upstream-reply.ts';
-import { intEnv, listenAndAnnounce, readBody, sendError, sendJson } from './serve.ts';
+import { envNumber } from './env.ts';
+import { listenAndAnnounce, readBody, sendError, sendJson } from './serve.ts';
 
 const echo = process.env.BENCH_REPLY === 'echo';
-const replyTokens = intEnv('BENCH_REPLY_TOKENS', 40);
-const replyGapMs = intEnv('BENCH_REPLY_GAP_MS', 0);
-const stampTokens = Math.max(1, intEnv('BENCH_STAMP_TOKENS', 40));
-const stampGapMs = intEnv('BENCH_STAMP_GAP_MS', 5);
-const dimensions = intEnv('BENCH_EMBED_DIMENSIONS', 256);
+const replyTokens = envNumber('BENCH_REPLY_TOKENS', 40, 0);
+const replyGapMs = envNumber('BENCH_REPLY_GAP_MS', 0, 0);
+const stampTokens = Math.max(1, envNumber('BENCH_STAMP_TOKENS', 40, 0));
+const stampGapMs = envNumber('BENCH_STAMP_GAP_MS', 5, 0);
+const dimensions = envNumber('BENCH_EMBED_DIMENSIONS', 256, 0);
 const SSE_HEADERS = { 'content-type': 'text/event-stream; charset=utf-8', 'cache-control': 'no-cache', connection: 'keep-alive' };
 const MODELS = JSON.stringify({ object: 'list', data: [{ id: BENCH_MODEL, object: 'model', created: 1_700_000_000, owned_by: 'troupe-bench' }] });
 
@@ -136,4 +137,4 @@ function streamStamped(res: ServerResponse, model: string, n: number): void {
   pump(res, stampTokens, (i) => (i === 0 ? role : '') + chunkFrame(head, { content: stampText(i, process.hrtime.bigint() / 1000n) }, null) + (i === stampTokens - 1 ? finish : ''), stampGapMs);
 }
 
-listenAndAnnounce(server, intEnv('BENCH_UPSTREAM_PORT', 0), UPSTREAM_READY_MSG, { reply: echo ? 'echo' : 'fixed', replyTokens, replyGapMs, stampTokens, stampGapMs });
+listenAndAnnounce(server, envNumber('BENCH_UPSTREAM_PORT', 0, 0), UPSTREAM_READY_MSG, { reply: echo ? 'echo' : 'fixed', replyTokens, replyGapMs, stampTokens, stampGapMs });
