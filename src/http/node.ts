@@ -120,7 +120,7 @@ async function stream(
   // leaves on its own, so the client sees the status before a slow first chunk.
   const flushHead = setImmediate(() => res.flushHeaders());
   const sink: ReplySink = {
-    async write(chunk) {
+    write(chunk) {
       clearImmediate(flushHead);
       if (signal.aborted || res.destroyed) return false;
       if (res.write(chunk)) return true;

@@ -37,10 +37,11 @@ export interface BufferedReply {
 /** Where a streamed reply writes; e.g. server-sent events. */
 export interface ReplySink {
   /**
-   * Resolves true once the engine can take more, false when the client is gone. Awaiting every
-   * write bounds what the server buffers for a slow reader to about one chunk.
+   * True once the engine can take more, false when the client is gone: at once when the chunk
+   * went out (no promise per chunk on the hot path), as a promise while the socket drains.
+   * Awaiting every write bounds what the server buffers for a slow reader to about one chunk.
    */
-  write(chunk: string | Uint8Array): Promise<boolean>;
+  write(chunk: string | Uint8Array): boolean | Promise<boolean>;
 }
 
 /** A reply streamed after its head; `stream` returns when the body is complete. */

@@ -264,14 +264,14 @@ async function stream(
   });
   const sink: ReplySink = {
     write(chunk) {
-      if (state.aborted) return Promise.resolve(false);
+      if (state.aborted) return false;
       let accepted = true;
       res.cork(() => {
         if (!headWritten) head();
         accepted = res.write(chunk);
       });
       // uWS took the chunk but buffered it: wait until the socket drains before the next one.
-      if (accepted) return Promise.resolve(true);
+      if (accepted) return true;
       return new Promise<boolean>((resolve) => (state.onWritable = resolve));
     },
   };

@@ -121,15 +121,19 @@ export class ChatCompletionService {
     const pipe = async (write: (text: string) => boolean | Promise<boolean>): Promise<boolean> => {
       let text = '';
       const emit = (json: string) => (text += `data: ${json}\n\n`);
-      const flush = async (): Promise<boolean> => {
+      // A promise only while the client's socket drains: most chunks go out without one.
+      const flush = (): boolean | Promise<boolean> => {
         const sent = write(text);
         text = '';
-        return sent === true || (sent !== false && (await sent));
+        return sent;
       };
       try {
         normalizer.accept(upstream.first, emit);
         for (;;) {
-          if (text !== '' && !(await flush())) return false;
+          if (text !== '') {
+            const sent = flush();
+            if (sent === false || (sent !== true && !(await sent))) return false;
+          }
           if (upstream.rest.finished) break;
           await upstream.rest.whenReady();
           for (const chunk of upstream.rest.takeReady()) normalizer.accept(chunk, emit);

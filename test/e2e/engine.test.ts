@@ -66,7 +66,7 @@ describe(`engine adapter contract (${HTTP_ENGINE})`, () => {
       headers: { 'content-type': 'application/octet-stream' },
       stream: async (sink: ReplySink) => {
         for (let i = 0; i < total; i++) {
-          const pending = sink.write(chunk);
+          const pending = Promise.resolve(sink.write(chunk));
           // A write still pending after a full event-loop turn means the engine is holding us back.
           const state = await Promise.race([pending.then(() => 'done'), new Promise((r) => setImmediate(() => r('pending')))]);
           if (state === 'pending' && blockedAt < 0) {
