@@ -62,4 +62,37 @@ describe('log destination', () => {
     expect(received).toHaveLength(lines);
     received.forEach((line, i) => expect((JSON.parse(line) as { n: number }).n).toBe(i));
   });
+
+  it('drops lines past its limit while stdout is not read, and says how many once it is', async () => {
+    const lines = 20_000;
+    const script = `
+      import { createLogDestination } from ${JSON.stringify(MODULE)};
+      const destination = createLogDestination(1, { maxPendingBytes: 256 * 1024 });
+      process.once('exit', () => destination.flushSync());
+      for (let i = 0; i < ${lines}; i++) destination.write('{"n":' + i + ',"pad":"' + 'z'.repeat(100) + '"}\\n');
+      process.stderr.write('written\\n');
+      process.stdin.once('data', () => destination.flush(() => {
+        destination.write('{"after":true}\\n');
+        destination.flush(() => process.exit(0));
+      }));
+    `;
+    const child = spawn(process.execPath, ['--input-type=module', '-e', script], { stdio: ['pipe', 'pipe', 'pipe'] });
+    const chunks: Buffer[] = [];
+    child.stdout.pause(); // nobody reads stdout until the child has written everything
+    await new Promise<void>((resolve) => child.stderr.once('data', () => resolve()));
+    child.stdout.on('data', (chunk: Buffer) => chunks.push(chunk));
+    child.stdout.resume();
+    child.stdin.write('go\n');
+    const code = await new Promise<number | null>((resolve) => child.once('close', resolve));
+    expect(code).toBe(0);
+    const received = Buffer.concat(chunks).toString('utf8').split('\n').filter(Boolean).map((l) => JSON.parse(l) as { n?: number; dropped?: number; after?: boolean; msg?: string });
+    const numbered = received.filter((l) => l.n !== undefined);
+    expect(numbered.length).toBeGreaterThan(0);
+    expect(numbered.length).toBeLessThan(lines);
+    numbered.forEach((l, i) => expect(l.n).toBe(i)); // a prefix, in order: the rest was dropped
+    const notice = received.at(-2);
+    expect(notice?.msg).toBe('log lines dropped: stdout was not read');
+    expect(notice?.dropped).toBe(lines - numbered.length);
+    expect(received.at(-1)).toEqual({ after: true });
+  });
 });
