@@ -179,7 +179,7 @@ function formatRetrieval(results: RetrievalResult[]): string {
   return `### (c) Retrieval: DocumentIndex.search, top 6, one character in a shared index, 20 queries/s (goal p99 <= 5 ms PostgreSQL, <= 20 ms PGlite)\n\n${markdownTable(
     ['backend', 'chunks (character)', 'chunks (index)', 'mode', 'p50 / p99 ms', 'max ms', 'keyword p50 / p99', 'question p50 / p99', 'common-word p50 / p99', 'fewest results', 'vector recall@6'],
     rows,
-  )}\n\nFill (replaceChunks: chunks, tsvector + GIN, document_terms, HNSW): ${fills}.`;
+  )}\n\nFill (replaceChunks: chunk rows, document_terms chunk sets, HNSW): ${fills}.`;
 }
 
 main().then(
