@@ -129,8 +129,7 @@ export class PgliteThreadClient {
   }
 
   exec(sql: string, options?: QueryOptions): Promise<Results[]> {
-    refuseLocalOnly(options);
-    return this.#call({ op: 'exec', sql }) as Promise<Results[]>;
+    return this.#exec(undefined, sql, options);
   }
 
   /**
@@ -148,10 +147,7 @@ export class PgliteThreadClient {
     };
     const tx: ThreadTransaction = {
       query: (sql, params = [], options) => this.#query(txId, sql, params, options),
-      exec: (sql, options?: QueryOptions) => {
-        refuseLocalOnly(options);
-        return this.#call({ op: 'exec', tx: txId, sql }) as Promise<Results[]>;
-      },
+      exec: (sql, options?: QueryOptions) => this.#exec(txId, sql, options),
       rollback: () => end(false),
       get closed() {
         return closed;
@@ -205,6 +201,15 @@ export class PgliteThreadClient {
     } catch (err) {
       return Promise.reject(err as Error);
     }
+  }
+
+  #exec(tx: number | undefined, sql: string, options: QueryOptions | undefined): Promise<Results[]> {
+    try {
+      refuseLocalOnly(options);
+    } catch (err) {
+      return Promise.reject(err as Error);
+    }
+    return this.#call(tx === undefined ? { op: 'exec', sql } : { op: 'exec', tx, sql }) as Promise<Results[]>;
   }
 
   #call(request: Outgoing, id = this.#nextId++): Promise<unknown> {

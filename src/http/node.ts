@@ -44,7 +44,7 @@ export async function startNodeServer(options: HttpEngineOptions): Promise<HttpS
     // UTF-8 is checked by the protocol, which answers an `error` event instead of closing (1007).
     const wss = new WebSocketServer({ noServer: true, skipUTF8Validation: true, maxPayload: options.maxWebSocketMessageBytes ?? DEFAULT_WS_MESSAGE_BYTES });
     server.on('upgrade', (req: IncomingMessage, socket: Socket, head: Buffer) => {
-      if (colocated?.claimsUpgrade(pathOf(req))) return; // its own listener takes it
+      if (colocated?.claimsUpgrade(splitUrl(req)[0])) return; // its own listener takes it
       void acceptUpgrade(req, socket, head, wss, sockets, options, upgrade);
     });
   }
@@ -159,11 +159,9 @@ async function acceptUpgrade(
   const controller = new AbortController();
   socket.on('close', () => controller.abort());
   socket.on('error', () => controller.abort());
-  const body = new BodyQueue({ highWaterMark: BODY_HIGH_WATER_MARK, onDrain: () => {} });
-  body.end();
   let decision: WebSocketHandler | BufferedReply;
   try {
-    decision = await upgrade(new NodeRequest(req, null, controller.signal, body));
+    decision = await upgrade(new NodeRequest(req, null, controller.signal));
   } catch (err) {
     options.onAdapterError(err);
     decision = { status: 500, headers: { 'content-type': 'application/json' }, body: INTERNAL_ERROR_BODY };
@@ -241,10 +239,11 @@ function lingerOnClose(res: ServerResponse): void {
   };
 }
 
-function pathOf(req: IncomingMessage): string {
+/** The path and the raw query string of a request's URL. */
+function splitUrl(req: IncomingMessage): [path: string, rawQuery: string] {
   const url = req.url ?? '/';
   const q = url.indexOf('?');
-  return q === -1 ? url : url.slice(0, q);
+  return q === -1 ? [url, ''] : [url.slice(0, q), url.slice(q + 1)];
 }
 
 /**
@@ -266,18 +265,15 @@ class NodeRequest implements HttpRequest {
   #signal: AbortSignal | null;
   #query: URLSearchParams | null = null;
 
-  /** `res` is null for upgrades, whose `signal` is given. */
-  constructor(req: IncomingMessage, res: ServerResponse | null, signal: AbortSignal | null = null, body: AsyncIterable<Uint8Array> | null = null) {
+  /** `res` is null for upgrades (GETs, so without a body), whose `signal` is given. */
+  constructor(req: IncomingMessage, res: ServerResponse | null, signal: AbortSignal | null = null) {
     this.#req = req;
     this.#res = res;
     this.#signal = signal;
     this.headers = headersOf(req);
     this.method = (req.method ?? 'GET').toUpperCase();
-    const url = req.url ?? '/';
-    const q = url.indexOf('?');
-    this.path = q === -1 ? url : url.slice(0, q);
-    this.rawQuery = q === -1 ? '' : url.slice(q + 1);
-    if (!body && hasBody(this.method, this.headers)) {
+    [this.path, this.rawQuery] = splitUrl(req);
+    if (hasBody(this.method, this.headers)) {
       const queue = new BodyQueue({ highWaterMark: BODY_HIGH_WATER_MARK, onDrain: () => req.resume() });
       this.queue = queue;
       req.on('data', (chunk: Buffer) => {
@@ -287,7 +283,7 @@ class NodeRequest implements HttpRequest {
       req.on('error', (err) => queue.fail(err));
       this.signal.addEventListener('abort', () => queue.fail(new Error('the client closed the connection')));
     }
-    this.body = body ?? this.queue ?? NO_BODY;
+    this.body = this.queue ?? NO_BODY;
   }
 
   get query(): URLSearchParams {

@@ -240,10 +240,9 @@ async function stream(
   produce: (sink: ReplySink) => Promise<void>,
   options: HttpEngineOptions,
 ): Promise<void> {
-  const state = exchange;
   res.onWritable(() => {
-    const resume = state.onWritable;
-    state.onWritable = null;
+    const resume = exchange.onWritable;
+    exchange.onWritable = null;
     resume?.(true);
     return true;
   });
@@ -256,7 +255,7 @@ async function stream(
     writeHead(res, status, headers);
   };
   const flushHead = setImmediate(() => {
-    if (headWritten || state.aborted) return;
+    if (headWritten || exchange.aborted) return;
     res.cork(() => {
       head();
       res.write(''); // sends the head now, in chunked encoding
@@ -264,7 +263,7 @@ async function stream(
   });
   const sink: ReplySink = {
     write(chunk) {
-      if (state.aborted) return false;
+      if (exchange.aborted) return false;
       let accepted = true;
       res.cork(() => {
         if (!headWritten) head();
@@ -272,7 +271,7 @@ async function stream(
       });
       // uWS took the chunk but buffered it: wait until the socket drains before the next one.
       if (accepted) return true;
-      return new Promise<boolean>((resolve) => (state.onWritable = resolve));
+      return new Promise<boolean>((resolve) => (exchange.onWritable = resolve));
     },
   };
   try {
@@ -281,13 +280,13 @@ async function stream(
     options.onAdapterError(err);
   } finally {
     clearImmediate(flushHead);
-    if (!state.aborted) {
+    if (!exchange.aborted) {
       res.cork(() => {
         if (!headWritten) head();
         res.end();
       });
     }
-    state.finished = true;
+    exchange.finished = true;
   }
 }
 

@@ -16,8 +16,6 @@ export interface LogDestination {
   flush(cb?: (err?: Error) => void): void;
   /** Writes everything still held, blocking: for process exit. */
   flushSync(): void;
-  /** Lines dropped because the reader stopped reading. */
-  readonly dropped: number;
 }
 
 /**
@@ -39,8 +37,7 @@ export function createLogDestination(fd: number, options: { maxPendingBytes?: nu
   let pending = 0;
   let writing = false;
   let timer: NodeJS.Timeout | null = null;
-  let dropped = 0;
-  /** Dropped since the last notice. */
+  /** Lines dropped since the last notice. */
   let unreported = 0;
   let waiters: ((err?: Error) => void)[] = [];
 
@@ -119,7 +116,6 @@ export function createLogDestination(fd: number, options: { maxPendingBytes?: nu
   return {
     write(line) {
       if (pending > maxPending) {
-        dropped++;
         unreported++;
         return;
       }
@@ -150,9 +146,6 @@ export function createLogDestination(fd: number, options: { maxPendingBytes?: nu
         }
       }
       pending -= out.length;
-    },
-    get dropped() {
-      return dropped;
     },
   };
 }
