@@ -1,16 +1,12 @@
 // PGlite's footprint: it is PostgreSQL compiled to WebAssembly, so its buffers live in a
 // WebAssembly memory that never shrinks, and V8 compiles its 9 MB of code in this process.
-import { execFile } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
 import { existsSync } from 'node:fs';
-import { mkdir } from 'node:fs/promises';
+import { mkdir, readdir, rename, rm, rmdir } from 'node:fs/promises';
 import path from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { setFlagsFromString } from 'node:v8';
 import { PGlite } from '@electric-sql/pglite';
-
-const INITDB_SCRIPT = path.join(path.dirname(fileURLToPath(import.meta.url)), 'pglite-initdb.ts');
-/** initdb takes 3-10 s on a busy 2-core machine. */
-const INITDB_TIMEOUT_MS = 120_000;
+import { ensurePgliteTemplate, runPgliteTool } from './pglite-template.ts';
 
 /**
  * PostgreSQL's default 128 MB of shared buffers end up mostly touched, hence resident for the
@@ -35,22 +31,34 @@ export function keepWasmBaselineCompiled(): void {
 
 /**
  * Where PGlite keeps `dataDir`'s data (`<dataDir>/pglite`, or `memory://` as is), created if
- * missing. An empty directory gets initdb in a child process: initdb runs PostgreSQL three times
- * over in WebAssembly, and in this process it left about 90 MB of freed native memory that the C
- * allocator never hands back (idle RSS after a first start was about 290 MB against 200 MB after
- * a restart). The server calls this before loading its other modules, so the two never peak
- * together.
+ * missing. A new store is a copy of the empty-cluster template (pglite-template.ts), made in a
+ * child process: PostgreSQL in WebAssembly left about 90 MB of freed native memory in this
+ * process that the C allocator never hands back. It is made beside the store and renamed into
+ * place, so a start cut short leaves no half-made cluster. The server calls this before loading
+ * its other modules, so the two never peak together.
  */
 export async function preparePgliteDataDir(dataDir: string): Promise<string> {
   if (dataDir === 'memory://') return dataDir;
   const location = path.resolve(dataDir, 'pglite');
-  await mkdir(location, { recursive: true });
   if (existsSync(path.join(location, 'PG_VERSION'))) return location;
-  await new Promise<void>((resolve, reject) => {
-    execFile(process.execPath, [INITDB_SCRIPT, location], { timeout: INITDB_TIMEOUT_MS, maxBuffer: 4 * 1024 * 1024 }, (error, _stdout, stderr) => {
-      if (!error) return resolve();
-      reject(new Error(`PGlite could not create its data directory in ${location} (${error.message.split('\n')[0]}): ${stderr.trim().slice(-2000)}`));
-    });
+  await mkdir(path.dirname(location), { recursive: true });
+  // An empty folder (made by hand, or by an older Troupe) gives way; one holding files does not.
+  const present = await readdir(location).catch((err: NodeJS.ErrnoException) => {
+    if (err.code === 'ENOENT') return null;
+    throw err;
   });
+  if (present && present.length > 0) {
+    throw new Error(`${location} holds files but no PostgreSQL cluster (no PG_VERSION): move it away, or point TROUPE_DATA_DIR elsewhere`);
+  }
+  const fresh = `${location}.new-${randomBytes(4).toString('hex')}`;
+  try {
+    // Without a template that can be made (a read-only node_modules), initdb makes the store.
+    const template = await ensurePgliteTemplate().catch(() => null);
+    await runPgliteTool(template ? [fresh, template] : [fresh]);
+    if (present) await rmdir(location);
+    await rename(fresh, location);
+  } finally {
+    await rm(fresh, { recursive: true, force: true });
+  }
   return location;
 }

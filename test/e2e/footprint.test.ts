@@ -3,7 +3,7 @@
 import { spawn } from 'node:child_process';
 import { once } from 'node:events';
 import { existsSync } from 'node:fs';
-import { mkdtemp, readFile, rm } from 'node:fs/promises';
+import { mkdir, mkdtemp, readdir, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -11,6 +11,7 @@ import { runInNewContext } from 'node:vm';
 import { sql } from 'drizzle-orm';
 import { describe, expect, it, onTestFinished } from 'vitest';
 import { openDatabase } from '../../src/db/database.ts';
+import { pgliteTemplatePath, runPgliteTool } from '../../src/db/pglite-template.ts';
 import { releaseStartupMemory } from '../../src/observability/startup-memory.ts';
 import { rowsOf } from '../../src/retrieval/pgvector-setup.ts';
 import { BACKENDS } from '../support/env.ts';
@@ -67,7 +68,7 @@ describe.each(BACKENDS)('footprint at start on $kind', (backend) => {
 });
 
 describe('PGlite', () => {
-  it('creates an empty data directory in a child process, then runs with 16 MB of shared buffers', async () => {
+  it('creates a new data directory in a child process, then runs with 16 MB of shared buffers', async () => {
     const dir = await mkdtemp(path.join(tmpdir(), 'troupe-pglite-'));
     onTestFinished(() => rm(dir, { recursive: true, force: true }));
     const database = await openDatabase({ databaseUrl: undefined, dataDir: dir, poolSize: 1 });
@@ -75,6 +76,41 @@ describe('PGlite', () => {
     expect(existsSync(path.join(dir, 'pglite', 'PG_VERSION'))).toBe(true);
     const result = await database.db.execute(sql`select current_setting('shared_buffers') as shared_buffers`);
     expect(rowsOf<{ shared_buffers: string }>(result)[0]?.shared_buffers).toBe('16MB');
+    // Made from the empty-cluster template, which is kept for the next new store.
+    expect(existsSync(pgliteTemplatePath())).toBe(true);
+    expect((await readdir(dir)).sort()).toEqual(['pglite']);
+  });
+
+  it('keeps what a store made from the template holds across a restart', async () => {
+    const dir = await mkdtemp(path.join(tmpdir(), 'troupe-pglite-'));
+    onTestFinished(() => rm(dir, { recursive: true, force: true }));
+    const first = await openDatabase({ databaseUrl: undefined, dataDir: dir, poolSize: 1 });
+    await first.db.execute(sql`create table kept (note text)`);
+    await first.db.execute(sql`insert into kept values ('still here')`);
+    await first.close();
+    const again = await openDatabase({ databaseUrl: undefined, dataDir: dir, poolSize: 1 });
+    onTestFinished(() => again.close());
+    expect(rowsOf<{ note: string }>(await again.db.execute(sql`select note from kept`))).toEqual([{ note: 'still here' }]);
+  });
+
+  it('refuses a store folder that holds files but no cluster, and leaves it as it was', async () => {
+    const dir = await mkdtemp(path.join(tmpdir(), 'troupe-pglite-'));
+    onTestFinished(() => rm(dir, { recursive: true, force: true }));
+    await mkdir(path.join(dir, 'pglite'));
+    await writeFile(path.join(dir, 'pglite', 'notes.txt'), 'mine');
+    await expect(openDatabase({ databaseUrl: undefined, dataDir: dir, poolSize: 1 })).rejects.toThrow(/holds files but no PostgreSQL cluster/);
+    expect(await readdir(path.join(dir, 'pglite'))).toEqual(['notes.txt']);
+    expect((await readdir(dir)).sort()).toEqual(['pglite']);
+  });
+
+  it('makes a template with initdb when asked, and a store from it', async () => {
+    const dir = await mkdtemp(path.join(tmpdir(), 'troupe-pglite-'));
+    onTestFinished(() => rm(dir, { recursive: true, force: true }));
+    const template = path.join(dir, 'template.tar.gz');
+    await runPgliteTool(['--template', template]);
+    await runPgliteTool([path.join(dir, 'store'), template]);
+    expect(existsSync(path.join(dir, 'store', 'PG_VERSION'))).toBe(true);
+    expect((await readdir(dir)).sort()).toEqual(['store', 'template.tar.gz']);
   });
 });
 
