@@ -17,19 +17,23 @@ import { availableParallelism, cpus, tmpdir, totalmem } from 'node:os';
 import { join, resolve } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { parseArgs } from 'node:util';
-import { startRun } from './support/children.ts';
+import { logger, ROOT, runBench } from './support/children.ts';
+import { redactUrl } from './support/env.ts';
 import { processMemory, processTree } from './support/proc.ts';
-import { markdownTable, writeResults } from './support/report.ts';
-import { freshStore, ROOT, startTroupe } from './support/troupe.ts';
+import { markdownTable, median, writeResults } from './support/report.ts';
+import { freshStore, startTroupe } from './support/troupe.ts';
 
 const BACKENDS = ['pglite', 'postgres'] as const;
 type Backend = (typeof BACKENDS)[number];
 const STARTS = ['first', 'restart'] as const;
 const MB = 2 ** 20;
 /** Packages that load only in the parser worker (or the voice worker), never in the server at start. */
-const NOT_AT_START = ['pdf-parse', 'pdfjs-dist', 'mammoth', 'htmlparser2', 'tesseract.js', 'tesseract.js-core', '@tesseract.js-data', 'jszip', '@livekit/agents', '@livekit/rtc-node', 'onnxruntime-node'];
-const MODULE_HOOK = `data:text/javascript,${encodeURIComponent("import{registerHooks}from'node:module';import{appendFileSync}from'node:fs';const f=process.env.BENCH_MODULE_LOG;registerHooks({resolve(s,c,n){const r=n(s,c);appendFileSync(f,r.url+'\\n');return r}});")}`;
-const log = (line: string) => process.stderr.write(`[memory] ${line}\n`);
+const NOT_AT_START = ['pdf-parse', 'pdfjs-dist', 'mammoth', 'htmlparser2', 'tesseract.js', 'tesseract.js-core', '@tesseract.js-data',
+  'jszip',  '@livekit/agents', '@livekit/rtc-node', 'onnxruntime-node'];
+const HOOK_SOURCE = "import{registerHooks}from'node:module';import{appendFileSync}from'node:fs';const f=process.env.BENCH_MODULE_LOG;" +
+  "registerHooks({resolve(s,c,n){const r=n(s,c);appendFileSync(f,r.url+'\\n');return r}});";
+const MODULE_HOOK = `data:text/javascript,${encodeURIComponent(HOOK_SOURCE)}`;
+const log = logger('memory');
 const { values: args } = parseArgs({
   options: {
     runs: { type: 'string', default: '3' },
@@ -41,13 +45,16 @@ const { values: args } = parseArgs({
   },
 });
 const intArg = (name: 'runs' | 'settle-ms' | 'idle-window-ms', min: number): number => {
-  if (!Number.isInteger(Number(args[name])) || Number(args[name]) < min) throw new Error(`--${name} must be an integer >= ${min}, got '${args[name]}'`);
-  return Number(args[name]);
+  const value = Number(args[name]);
+  if (!Number.isInteger(value) || value < min) throw new Error(`--${name} must be an integer >= ${min}, got '${args[name]}'`);
+  return value;
 };
 const trees: { label: string; dir: string }[] = [{ label: 'current', dir: ROOT }];
 if (args.compare) {
   const [label, dir] = args.compare.split('=');
-  if (!label || !dir || !existsSync(join(dir, 'src', 'main.ts'))) throw new Error('--compare takes label=/path/to/a/troupe/checkout (with src/main.ts)');
+  if (!label || !dir || !existsSync(join(dir, 'src', 'main.ts'))) {
+    throw new Error('--compare takes label=/path/to/a/troupe/checkout (with src/main.ts)');
+  }
   trees.push({ label, dir: resolve(dir) });
 }
 const cfg = {
@@ -57,30 +64,25 @@ const cfg = {
   backends: args.backends.split(',').map((s) => s.trim()).filter(Boolean) as Backend[],
   databaseUrl: args['database-url'],
 };
-if (cfg.backends.length === 0 || cfg.backends.some((b) => !(BACKENDS as readonly string[]).includes(b))) throw new Error(`--backends: pick from ${BACKENDS.join(', ')}`);
-const { stamp, disarm } = startRun('bench:memory', 60 * 60_000);
+if (cfg.backends.length === 0 || cfg.backends.some((b) => !(BACKENDS as readonly string[]).includes(b))) {
+  throw new Error(`--backends: pick from ${BACKENDS.join(', ')}`);
+}
 
 const sumRss = (pids: number[]) => pids.reduce((sum, p) => sum + (processMemory(p)?.rss || 0), 0);
-const median = (v: readonly number[]) => {
-  const s = [...v].sort((a, b) => a - b);
-  const m = Math.floor(s.length / 2);
-  return s.length % 2 === 1 ? (s[m] ?? Number.NaN) : ((s[m - 1] ?? Number.NaN) + (s[m] ?? Number.NaN)) / 2;
-};
 const mb = (bytes: number) => Math.round((bytes / MB) * 10) / 10;
 
 /** One start: time to listening, peaks, idle RSS, then a graceful stop. */
 async function measureStart(dir: string, settings: Record<string, string>) {
   const t0 = performance.now();
-  let treePeak = 0;
-  let processes = 1;
-  let pid = 0;
+  let [treePeak, processes, pid] = [0, 1, 0];
   const sample = () => {
     const tree = pid ? processTree(pid) : [];
     processes = Math.max(processes, tree.length);
     treePeak = Math.max(treePeak, sumRss(tree));
   };
   const sampler = setInterval(sample, 50);
-  const troupe = await startTroupe({ cwd: dir, settings, key: null, readyTimeoutMs: 120_000, onSpawn: (p) => (pid = p) }).catch((err: unknown) => {
+  const onSpawn = (p: number) => (pid = p);
+  const troupe = await startTroupe({ cwd: dir, settings, key: null, readyTimeoutMs: 120_000, onSpawn }).catch((err: unknown) => {
     clearInterval(sampler);
     throw err;
   });
@@ -109,7 +111,8 @@ async function modulesAtStart(dir: string, backend: Backend): Promise<string[]> 
   const storage = await freshStore(backend, cfg.databaseUrl);
   const logFile = join(tmpdir(), `troupe-bench-modules-${randomBytes(4).toString('hex')}.log`);
   try {
-    const troupe = await startTroupe({ cwd: dir, key: null, settings: { ...storage.env, BENCH_MODULE_LOG: logFile }, nodeArgs: ['--import', MODULE_HOOK], readyTimeoutMs: 120_000 });
+    const settings = { ...storage.env, BENCH_MODULE_LOG: logFile };
+    const troupe = await startTroupe({ cwd: dir, key: null, settings, nodeArgs: ['--import', MODULE_HOOK], readyTimeoutMs: 120_000 });
     await sleep(1_000);
     await troupe.stop(15_000);
     const urls = (await readFile(logFile, 'utf8')).split('\n');
@@ -121,48 +124,67 @@ async function modulesAtStart(dir: string, backend: Backend): Promise<string[]> 
 }
 
 type Result = Awaited<ReturnType<typeof measureStart>> & { tree: string; backend: Backend; start: (typeof STARTS)[number]; run: number };
-const host = { node: process.version, nproc: availableParallelism(), cpuModel: cpus()[0]?.model ?? 'unknown', totalMemMb: Math.round(totalmem() / MB) };
-log(`${cfg.runs} run(s) x ${cfg.backends.join(', ')} x ${trees.map((t) => t.label).join(' vs ')}, settle ${cfg.settleMs} ms; ${host.nproc} CPUs, node ${host.node}`);
-const results: Result[] = [];
-for (const backend of cfg.backends) {
-  for (let run = 1; run <= cfg.runs; run++) {
-    for (const tree of run % 2 === 1 ? trees : [...trees].reverse()) {
-      const storage = await freshStore(backend, cfg.databaseUrl);
-      try {
-        for (const start of STARTS) {
-          const r = { tree: tree.label, backend, start, run, ...(await measureStart(tree.dir, storage.env)) };
-          log(`${tree.label} ${backend} ${start} start, run ${run}: listening after ${r.startupMs} ms, peak ${r.peakMb} MB (tree ${r.treePeakMb}), idle ${r.idleRssMb} MB`);
-          results.push(r);
+type Stat = { median: number; min: number; max: number };
+const stat = (v: number[]): Stat => ({ median: median(v), min: Math.min(...v), max: Math.max(...v) });
+const cell = (s: Stat, digits = 0) => `${s.median.toFixed(digits)} (${s.min.toFixed(digits)}–${s.max.toFixed(digits)})`;
+
+runBench('bench:memory', 60 * 60_000, async ({ stamp }) => {
+  const host = { node: process.version, nproc: availableParallelism(), cpuModel: cpus()[0]?.model ?? 'unknown',
+    totalMemMb: Math.round(totalmem() / MB) };
+  const checkouts = trees.map((t) => t.label).join(' vs ');
+  log(`${cfg.runs} run(s) x ${cfg.backends.join(', ')} x ${checkouts}, settle ${cfg.settleMs} ms; ${host.nproc} CPUs, node ${host.node}`);
+  const results: Result[] = [];
+  for (const backend of cfg.backends) {
+    for (let run = 1; run <= cfg.runs; run++) {
+      for (const tree of run % 2 === 1 ? trees : [...trees].reverse()) {
+        const storage = await freshStore(backend, cfg.databaseUrl);
+        try {
+          for (const start of STARTS) {
+            const r = { tree: tree.label, backend, start, run, ...(await measureStart(tree.dir, storage.env)) };
+            log(`${tree.label} ${backend} ${start} start, run ${run}: listening after ${r.startupMs} ms, ` +
+              `peak ${r.peakMb} MB (tree ${r.treePeakMb}), idle ${r.idleRssMb} MB`);
+            results.push(r);
+          }
+        } finally {
+          await storage.dispose();
         }
-      } finally {
-        await storage.dispose();
       }
     }
   }
-}
-const modules: Record<string, Record<string, string[]>> = {};
-for (const tree of trees) for (const backend of cfg.backends) (modules[tree.label] ??= {})[backend] = await modulesAtStart(tree.dir, backend);
-
-const stat = (v: number[]) => ({ median: median(v), min: Math.min(...v), max: Math.max(...v) });
-const cell = (s: { median: number; min: number; max: number }, digits = 0) => `${s.median.toFixed(digits)} (${s.min.toFixed(digits)}–${s.max.toFixed(digits)})`;
-const summary = cfg.backends.flatMap((backend) => STARTS.flatMap((start) => trees.map(({ label }) => {
-  const mine = results.filter((r) => r.tree === label && r.backend === backend && r.start === start);
-  const of = (key: 'startupMs' | 'peakMb' | 'treePeakMb' | 'idleRssMb' | 'threads') => stat(mine.map((r) => r[key]));
-  return { tree: label, backend, start, runs: mine.length, processes: Math.max(...mine.map((r) => r.processes)), startupMs: of('startupMs'), peakMb: of('peakMb'), treePeakMb: of('treePeakMb'), idleRssMb: of('idleRssMb'), threads: of('threads') };
-})));
-const ratio = (s: (typeof summary)[number], key: 'peakMb' | 'idleRssMb') => {
-  const base = summary.find((o) => o.tree !== 'current' && o.backend === s.backend && o.start === s.start);
-  return s.tree === 'current' && base ? ` ×${(s[key].median / base[key].median).toFixed(2)}` : '';
-};
-const table = markdownTable(
-  ['checkout', 'backend', 'start', 'runs', 'to listening (ms)', 'peak, VmHWM (MB)', 'peak of tree, sampled (MB)', 'processes', 'idle RSS (MB)', 'threads'],
-  summary.map((s) => [s.tree, s.backend, s.start, s.runs, cell(s.startupMs), `${cell(s.peakMb)}${ratio(s, 'peakMb')}`, cell(s.treePeakMb), s.processes, `${cell(s.idleRssMb)}${ratio(s, 'idleRssMb')}`, cell(s.threads)]),
-  'lllrrrrrrr',
-);
-const loaded = trees.map(({ label }) => `${label}: ${cfg.backends.map((b) => `${b} ${modules[label]?.[b]?.join(', ') || 'none'}`).join('; ')}`).join('. ');
-const markdown = `${table}\n\nMedian (min–max) of ${cfg.runs} run(s); 'first' starts on an empty store (PGlite runs initdb), 'restart' on the store the first start left. Idle RSS = median over ${cfg.idleWindowMs} ms after ${cfg.settleMs} ms settle + GET /healthz, /readyz; ×: current / ${trees[1]?.label ?? 'baseline'}. Parser, OCR and voice packages loaded at start: ${loaded}. ${host.nproc} CPUs (${host.cpuModel}), ${host.totalMemMb} MB RAM, node ${host.node}.`;
-process.stdout.write(`\n${markdown}\n`);
-const redacted = cfg.databaseUrl.replace(/\/\/([^:@/]*):[^@/]*@/, '//$1:***@');
-const paths = await writeResults('memory', stamp, { benchmark: 'memory', stamp, config: { ...cfg, databaseUrl: redacted, trees }, machine: host, summary, modules, results }, markdown);
-log(`wrote ${paths.json}`);
-disarm();
+  const modules: Record<string, Record<string, string[]>> = {};
+  for (const tree of trees) {
+    for (const backend of cfg.backends) (modules[tree.label] ??= {})[backend] = await modulesAtStart(tree.dir, backend);
+  }
+  const summary = cfg.backends.flatMap((backend) => STARTS.flatMap((start) => trees.map(({ label }) => {
+    const mine = results.filter((r) => r.tree === label && r.backend === backend && r.start === start);
+    const of = (key: 'startupMs' | 'peakMb' | 'treePeakMb' | 'idleRssMb' | 'threads') => stat(mine.map((r) => r[key]));
+    const processes = Math.max(...mine.map((r) => r.processes));
+    return {
+      tree: label, backend, start, runs: mine.length, processes, startupMs: of('startupMs'), peakMb: of('peakMb'),
+      treePeakMb: of('treePeakMb'), idleRssMb: of('idleRssMb'), threads: of('threads'),
+    };
+  })));
+  const ratio = (s: (typeof summary)[number], key: 'peakMb' | 'idleRssMb') => {
+    const base = summary.find((o) => o.tree !== 'current' && o.backend === s.backend && o.start === s.start);
+    return s.tree === 'current' && base ? ` ×${(s[key].median / base[key].median).toFixed(2)}` : '';
+  };
+  const table = markdownTable(
+    ['checkout', 'backend', 'start', 'runs', 'to listening (ms)', 'peak, VmHWM (MB)', 'peak of tree, sampled (MB)', 'processes',
+      'idle RSS (MB)', 'threads'],
+    summary.map((s) => [s.tree, s.backend, s.start, s.runs, cell(s.startupMs), `${cell(s.peakMb)}${ratio(s, 'peakMb')}`,
+      cell(s.treePeakMb), s.processes, `${cell(s.idleRssMb)}${ratio(s, 'idleRssMb')}`, cell(s.threads)]),
+    'lllrrrrrrr',
+  );
+  const listed = (label: string) => cfg.backends.map((b) => `${b} ${modules[label]?.[b]?.join(', ') || 'none'}`).join('; ');
+  const loaded = trees.map(({ label }) => `${label}: ${listed(label)}`).join('. ');
+  const markdown = `${table}\n\nMedian (min–max) of ${cfg.runs} run(s); 'first' starts on an empty store (PGlite runs initdb), ` +
+    `'restart' on the store the first start left. Idle RSS = median over ${cfg.idleWindowMs} ms after ${cfg.settleMs} ms settle + ` +
+    'GET /healthz, /readyz; ×: current / ' +
+    `${trees[1]?.label ?? 'baseline'}. Parser, OCR and voice packages loaded at start: ${loaded}. ${host.nproc} CPUs (${host.cpuModel}), ` +
+    `${host.totalMemMb} MB RAM, node ${host.node}.`;
+  process.stdout.write(`\n${markdown}\n`);
+  const config = { ...cfg, databaseUrl: redactUrl(cfg.databaseUrl), trees };
+  const json = { benchmark: 'memory', stamp, config, machine: host, summary, modules, results };
+  const paths = await writeResults('memory', stamp, json, markdown);
+  log(`wrote ${paths.json}`);
+});

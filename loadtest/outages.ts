@@ -17,19 +17,15 @@
  * or reordered message keeps its Troupe logs in loadtest/results/outages-<stamp>-logs/.
  */
 import { join } from 'node:path';
-import { gitState, machine, startRun } from './support/children.ts';
-import { envList, envNumber, envRates, envText } from './support/env.ts';
+import { gitState, machine, runBench } from './support/children.ts';
+import { envDatabaseUrl, envList, envNumber, envRates, envText, redactUrl } from './support/env.ts';
 import { RESULTS_DIR, writeResults } from './support/report.ts';
-import { ROOT } from './support/troupe.ts';
 import { markdown, type ScenarioResult } from './outage-support/report.ts';
 import { postgresOutage, processKill, redisRestart, rollingRestart } from './outage-support/scenarios.ts';
 
-const log = (line: string) => process.stderr.write(`[outages] ${line}\n`);
-
-const SCENARIOS = ['redis', 'kill', 'postgres', 'rolling'] as const;
-const scenarios = envList('BENCH_SCENARIOS', SCENARIOS);
-export const settings = {
-  databaseUrl: envText('BENCH_DATABASE_URL') ?? 'postgres://postgres@127.0.0.1:5432/test',
+const scenarios = envList('BENCH_SCENARIOS', ['redis', 'kill', 'postgres', 'rolling'] as const);
+const settings = {
+  databaseUrl: envDatabaseUrl(),
   engine: envText('BENCH_ENGINE') ?? 'auto',
   conversations: envNumber('BENCH_CONVERSATIONS', 16, 1),
   thinkMs: envNumber('BENCH_THINK_MS', 300, 0),
@@ -49,42 +45,43 @@ export type Settings = typeof settings;
 const failovers = envRates('BENCH_FAILOVER_MS', '5000,2000').sort((a, b) => b - a);
 const pgModes = envList('BENCH_PG_MODES', ['reset', 'blackhole'] as const);
 
-const { stamp, disarm } = startRun('bench:outages', envNumber('BENCH_MAX_RUN_SEC', 600, 30) * 1000);
-settings.logDir = join(settings.logDir, `outages-${stamp}-logs`);
-const started = Date.now();
-const results: ScenarioResult[] = [];
-const failures: { scenario: string; error: string }[] = [];
-const attempt = async (name: string, run: () => Promise<ScenarioResult>) => {
-  try {
-    results.push(await run());
-  } catch (err) {
-    // One broken scenario still leaves the others' numbers; it is reported, and the exit code says so.
-    log(`${name} failed: ${(err as Error).stack ?? String(err)}`);
-    failures.push({ scenario: name, error: String((err as Error).message ?? err) });
+runBench('bench:outages', envNumber('BENCH_MAX_RUN_SEC', 600, 30) * 1000, async ({ stamp, started, log }) => {
+  settings.logDir = join(settings.logDir, `outages-${stamp}-logs`);
+  const results: ScenarioResult[] = [];
+  const failures: { scenario: string; error: string }[] = [];
+  const attempt = async (name: string, run: () => Promise<ScenarioResult>) => {
+    try {
+      results.push(await run());
+    } catch (err) {
+      // One broken scenario still leaves the others' numbers; it is reported, and the exit code says so.
+      log(`${name} failed: ${(err as Error).stack ?? String(err)}`);
+      failures.push({ scenario: name, error: String((err as Error).message ?? err) });
+    }
+  };
+  for (const name of scenarios) {
+    if (name === 'redis') await attempt('redis', () => redisRestart(settings, log));
+    if (name === 'kill') for (const ms of failovers) await attempt(`kill ${ms}`, () => processKill(settings, log, ms));
+    if (name === 'postgres') for (const mode of pgModes) await attempt(`postgres ${mode}`, () => postgresOutage(settings, log, mode));
+    if (name === 'rolling') await attempt('rolling', () => rollingRestart(settings, log));
   }
-};
-
-for (const name of scenarios) {
-  if (name === 'redis') await attempt('redis', () => redisRestart(settings, log));
-  if (name === 'kill') for (const ms of failovers) await attempt(`kill ${ms}`, () => processKill(settings, log, ms));
-  if (name === 'postgres') for (const mode of pgModes) await attempt(`postgres ${mode}`, () => postgresOutage(settings, log, mode));
-  if (name === 'rolling') await attempt('rolling', () => rollingRestart(settings, log));
-}
-disarm();
-
-const host = machine();
-const report = `${markdown(results)}\n\n${results[0]?.engine ?? '?'} engine; ${settings.conversations} conversations, ${settings.replyChunks} chunks × ${settings.chunkDelayMs} ms per reply, ${settings.thinkMs} ms between rounds, ${settings.readRate} reads/s per process; ${host.cpus} CPUs (${host.cpuModel}), node ${host.node}; ${Math.round((Date.now() - started) / 1000)} s in all.`;
-process.stdout.write(`\n${report}\n`);
-for (const f of failures) process.stdout.write(`\nFAILED: ${f.scenario}: ${f.error}\n`);
-for (const r of results) {
-  const odd = r.incidents.map((i) => `${i.tag} via ${i.node}: ${i.answer} after ${i.tookMs} ms, sent ${i.sentMs} ms after the fault; ${i.stored ? (i.answered ? 'stored and answered' : 'stored, unanswered') : 'not stored'}`);
-  const excerpts = r.history.excerpts.map((e) => `conversation ${e.conv} from message #${e.at}: ${e.messages.join(' | ')}`);
-  const examples = [...r.history.examples, ...excerpts, ...r.sockets.examples, ...odd, ...r.logFiles.map((f) => `Troupe log kept: ${f}`)];
-  if (examples.length) process.stdout.write(`\n${r.scenario}, examples:\n${examples.map((e) => `  - ${e}`).join('\n')}\n`);
-}
-
-const redact = (url: string) => url.replace(/\/\/([^:@/]*):[^@/]*@/, '//$1:***@');
-const config = { ...settings, databaseUrl: redact(settings.databaseUrl), scenarios, failovers, pgModes };
-const paths = await writeResults('outages', stamp, { benchmark: 'outages', stamp, config, machine: host, git: await gitState(ROOT), results, failures }, report);
-log(`wrote ${paths.json}`);
-process.exitCode = failures.length > 0 ? 1 : 0;
+  const host = machine();
+  const s = settings;
+  const report = `${markdown(results)}\n\n${results[0]?.engine ?? '?'} engine; ${s.conversations} conversations, ` +
+    `${s.replyChunks} chunks × ${s.chunkDelayMs} ms per reply, ${s.thinkMs} ms between rounds, ${s.readRate} reads/s per process; ` +
+    `${host.cpus} CPUs (${host.cpuModel}), ` +
+    `node ${host.node}; ${Math.round((Date.now() - started) / 1000)} s in all.`;
+  process.stdout.write(`\n${report}\n`);
+  for (const f of failures) process.stdout.write(`\nFAILED: ${f.scenario}: ${f.error}\n`);
+  for (const r of results) {
+    const odd = r.incidents.map((i) => `${i.tag} via ${i.node}: ${i.answer} after ${i.tookMs} ms, sent ${i.sentMs} ms after the fault; ` +
+      `${i.stored ? (i.answered ? 'stored and answered' : 'stored, unanswered') : 'not stored'}`);
+    const excerpts = r.history.excerpts.map((e) => `conversation ${e.conv} from message #${e.at}: ${e.messages.join(' | ')}`);
+    const examples = [...r.history.examples, ...excerpts, ...r.sockets.examples, ...odd, ...r.logFiles.map((f) => `Troupe log kept: ${f}`)];
+    if (examples.length) process.stdout.write(`\n${r.scenario}, examples:\n${examples.map((e) => `  - ${e}`).join('\n')}\n`);
+  }
+  const config = { ...settings, databaseUrl: redactUrl(settings.databaseUrl), scenarios, failovers, pgModes };
+  const json = { benchmark: 'outages', stamp, config, machine: host, git: await gitState(), results, failures };
+  const paths = await writeResults('outages', stamp, json, report);
+  log(`wrote ${paths.json}`);
+  process.exitCode = failures.length > 0 ? 1 : 0;
+});

@@ -16,8 +16,6 @@
  * Excluded: the speech server's and the LLM's own time. Needs flite and pocketsphinx. Writes
  * loadtest/results/voice-latency-<stamp>.json and prints a Markdown table.
  */
-import { dirname, join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { inference, voice } from '@livekit/agents';
 import pino from 'pino';
@@ -30,21 +28,23 @@ import { RoomVoiceAgent } from '../src/voice/room-voice-agent.ts';
 import { SpeechClient, TTS_SAMPLE_RATE, type SynthesisOptions } from '../src/voice/speech.ts';
 import { missingSpeechTools, startSpeechServer } from '../test/support/speech-server.ts';
 import { startV1Fixture } from '../test/support/v1.ts';
-import { gitState, machine, startRun } from './support/children.ts';
-import { markdownTable, percentile, roundSummary, summarize, writeResults } from './support/report.ts';
+import { gitState, logger, machine, runBench } from './support/children.ts';
+import { markdownTable, percentile, roundSummary, sortedCopy, summarize, writeResults } from './support/report.ts';
 
-const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..');
 const LIVEKIT = { apiKey: 'APIbench', apiSecret: 'bench-secret-0123456789abcdefghijklmnopqrstu' };
 const LINE = 'Mira, open the gate';
 const ANSWER = 'The harbour gate is open for you tonight.';
 const BUDGET_MS = 30;
 const now = () => performance.timeOrigin + performance.now();
-const log = (line: string) => process.stderr.write(`[voice-latency] ${line}\n`);
+const log = logger('voice-latency');
 
-const { values: args } = parseArgs({ options: { turns: { type: 'string', default: '40' }, 'llm-chunk-ms': { type: 'string', default: '20' } } });
+const options = { turns: { type: 'string', default: '40' }, 'llm-chunk-ms': { type: 'string', default: '20' } } as const;
+const { values: args } = parseArgs({ options });
 const turns = Number(args.turns);
 const chunkMs = Number(args['llm-chunk-ms']);
-if (!Number.isInteger(turns) || turns < 1 || !Number.isInteger(chunkMs) || chunkMs < 0) throw new Error('--turns >= 1 and --llm-chunk-ms >= 0, integers');
+if (!Number.isInteger(turns) || turns < 1 || !Number.isInteger(chunkMs) || chunkMs < 0) {
+  throw new Error('--turns >= 1 and --llm-chunk-ms >= 0, integers');
+}
 const missing = missingSpeechTools();
 if (missing.length > 0) throw new Error(`needs ${missing.join(', ')} (apt-get install flite pocketsphinx pocketsphinx-en-us)`);
 
@@ -52,14 +52,12 @@ if (missing.length > 0) throw new Error(`needs ${missing.join(', ')} (apt-get in
 class TimedSpeech extends SpeechClient {
   transcribed: { start: number; end: number }[] = [];
   synthesized: { start: number; firstBytes: number | null }[] = [];
-
   override async transcribe(pcm: Int16Array | Buffer, sampleRate: number, signal: AbortSignal): Promise<string> {
     const start = now();
     const text = await super.transcribe(pcm, sampleRate, signal);
     this.transcribed.push({ start, end: now() });
     return text;
   }
-
   override async *synthesize(text: string, options: SynthesisOptions, signal: AbortSignal): AsyncGenerator<Buffer> {
     const mark: { start: number; firstBytes: number | null } = { start: now(), firstBytes: null };
     this.synthesized.push(mark);
@@ -70,19 +68,19 @@ class TimedSpeech extends SpeechClient {
   }
 }
 
-async function main(): Promise<void> {
-  const run = startRun('bench:voice', 20 * 60_000);
+runBench('bench:voice', 20 * 60_000, async (run) => {
   initAgentsLogger('silent');
   const speechServer = await startSpeechServer();
   speechServer.expectPhrases([LINE]);
-  const f = await startV1Fixture({ kind: 'pglite', vectors: true }, { LIVEKIT_URL: 'ws://127.0.0.1:9', LIVEKIT_API_KEY: LIVEKIT.apiKey, LIVEKIT_API_SECRET: LIVEKIT.apiSecret, ROOM_MAX_AGENT_TURNS: '0', LOG_LEVEL: 'warn' });
+  const f = await startV1Fixture({ kind: 'pglite', vectors: true }, { LIVEKIT_URL: 'ws://127.0.0.1:9', LIVEKIT_API_KEY: LIVEKIT.apiKey,
+    LIVEKIT_API_SECRET: LIVEKIT.apiSecret, ROOM_MAX_AGENT_TURNS: '0', LOG_LEVEL: 'warn' });
   const quiet = pino({ level: 'silent' });
-  const speech = new TimedSpeech({ config: loadConfig({ INFERENCE_MAX_RETRIES: '0', STT_BASE_URL: speechServer.baseUrl, TTS_BASE_URL: speechServer.baseUrl, STT_MODEL: 'whisper-1', TTS_MODEL: 'tts-1' }).speech, logger: quiet });
+  const speech = new TimedSpeech({ config: loadConfig({ INFERENCE_MAX_RETRIES: '0', STT_BASE_URL: speechServer.baseUrl,
+    TTS_BASE_URL: speechServer.baseUrl, STT_MODEL: 'whisper-1', TTS_MODEL: 'tts-1' }).speech, logger: quiet });
   const vad = new inference.VAD();
   const mira = await f.api.post('/characters', { name: 'Mira Vance', description: 'A smuggler.' }).expect(201);
   const room = await f.api.post('/v1/rooms', { name: 'The Gate' }).expect(201);
   await f.api.post(`/v1/rooms/${room.id as string}/participants`, { characterId: mira.id }).expect(201);
-
   const mouth = new MemoryAudioOutput();
   const firstFrames: number[] = [];
   mouth.on(voice.AudioOutput.EVENT_PLAYBACK_STARTED, () => firstFrames.push(now()));
@@ -109,13 +107,11 @@ async function main(): Promise<void> {
     return input.stream;
   });
   agent.setListening(true);
-
   const chunks: Buffer[] = [];
   for await (const chunk of speech.synthesize(LINE, {}, new AbortController().signal)) chunks.push(chunk);
   speech.synthesized.length = 0;
   const pcm = Buffer.concat(chunks);
   const utterance = new Int16Array(pcm.buffer, pcm.byteOffset, pcm.length / 2).slice();
-
   const samples = { a: [] as number[], b: [] as number[], c: [] as number[], total: [] as number[] };
   for (let turn = 0; turn < turns; turn++) {
     f.upstream.script({ text: ANSWER, chunkDelayMs: chunkMs });
@@ -133,13 +129,13 @@ async function main(): Promise<void> {
     samples.b.push(tts.start - (chat.lastChunkAt ?? Number.NaN));
     samples.c.push(frame - (tts.firstBytes ?? Number.NaN));
     samples.total.push(frame - stt.start);
-    log(`turn ${turn + 1}/${turns}: a ${samples.a.at(-1)!.toFixed(1)} ms, b ${samples.b.at(-1)!.toFixed(1)} ms, c ${samples.c.at(-1)!.toFixed(1)} ms`);
+    const last = (values: number[]) => values.at(-1)!.toFixed(1);
+    log(`turn ${turn + 1}/${turns}: a ${last(samples.a)} ms, b ${last(samples.b)} ms, c ${last(samples.c)} ms`);
   }
-
   const result = {
     benchmark: 'voice-latency',
     at: new Date().toISOString(),
-    troupe: await gitState(ROOT),
+    troupe: await gitState(),
     machine: machine(),
     settings: { turns, llmChunkMs: chunkMs, line: LINE, answer: ANSWER, budgetMs: BUDGET_MS },
     segments: {
@@ -149,17 +145,19 @@ async function main(): Promise<void> {
       endOfSpeechToFirstFrame: roundSummary(summarize(samples.total)),
     },
   };
-  const p95 = (values: number[]) => percentile(Float64Array.from(values).sort(), 95);
+  const p95 = (values: number[]) => percentile(sortedCopy(values), 95);
   const row = (name: string, values: number[], budgeted: boolean) => {
     const s = summarize(values);
-    return [name, s.p50.toFixed(1), p95(values).toFixed(1), s.max.toFixed(1), budgeted ? (p95(values) <= BUDGET_MS ? 'within' : '**over**') : ''];
+    return [name, s.p50.toFixed(1), p95(values).toFixed(1), s.max.toFixed(1),
+      budgeted ? (p95(values) <= BUDGET_MS ? 'within' : '**over**') : ''];
   };
-  const markdown = `Troupe's share of a voice turn, ${turns} turns, ms (budget: p95 <= ${BUDGET_MS} ms each):\n\n${markdownTable(['segment', 'p50', 'p95', 'max', 'budget'], [
+  const table = markdownTable(['segment', 'p50', 'p95', 'max', 'budget'], [
     row('a. end of speech -> LLM request', samples.a, true),
     row('b. first sentence complete -> TTS request', samples.b, true),
     row('c. first TTS bytes -> first audio frame', samples.c, true),
     row('end of speech -> first audio frame (all of it, speech server and fake LLM included)', samples.total, false),
-  ], 'lrrrl')}`;
+  ], 'lrrrl');
+  const markdown = `Troupe's share of a voice turn, ${turns} turns, ms (budget: p95 <= ${BUDGET_MS} ms each):\n\n${table}`;
   const paths = await writeResults('voice-latency', run.stamp, result, markdown);
   process.stdout.write(`${markdown}\n\nwrote ${paths.json}\n\n`);
   link.close();
@@ -168,13 +166,4 @@ async function main(): Promise<void> {
   for (const m of microphones) await m.close();
   await f.close();
   await speechServer.close();
-  run.disarm();
-}
-
-main().then(
-  () => process.exit(0),
-  (err: unknown) => {
-    process.stderr.write(`${String((err as Error)?.stack ?? err)}\n`);
-    process.exit(1);
-  },
-);
+});

@@ -5,15 +5,13 @@
  * an upper bound of Troupe's. Across processes the actor runs on A and the subscribers are on B.
  */
 import { performance } from 'node:perf_hooks';
-import { WebSocket } from 'ws';
-import { createTempDatabase } from '../../test/support/databases.ts';
-import { delay } from '../support/children.ts';
-import { startCpuWindow, type CpuWindow, type WatchedProcess } from '../support/proc.ts';
+import type { WebSocket } from 'ws';
+import { delay, type Log } from '../support/children.ts';
+import { NO_CPU, startCpuWindow, type CpuWindow, type WatchedProcess } from '../support/proc.ts';
 import { summarize } from '../support/report.ts';
-import { callJson, colyseusProcessId, createCharacter, newBootstrapKey, roomPlacement, startTroupe, type Troupe, type TroupeOptions } from '../support/troupe.ts';
-import { parseStamps, STAMP_PREFIX } from '../support/upstream-reply.ts';
-
-export const wsUrl = (troupe: Troupe, conversationId: string): string => `${troupe.base.replace(/^http/, 'ws')}/conversations/${conversationId}/ws?token=${encodeURIComponent(troupe.key ?? "")}`;
+import { openReadySocket, wsUrl } from '../support/sockets.ts';
+import * as api from '../support/troupe.ts';
+import { parseStamps, STAMP_PREFIX } from '../support/upstream.ts';
 
 export interface FanoutOptions {
   subscribers: number;
@@ -28,70 +26,38 @@ export interface FanoutOptions {
   /** An existing conversation (default: a new one of `characterId`). */
   conversationId?: string;
   /** The Troupe the subscribers connect to (default: the one messages are posted on). */
-  subscribeVia?: Troupe;
+  subscribeVia?: api.Troupe;
 }
 
 export type FanoutResult = Awaited<ReturnType<typeof runFanout>>;
+type Arrival = { at: number; data: Buffer };
 
-interface Arrival {
-  at: number;
-  data: Buffer;
-}
-
-/** CLOCK_MONOTONIC µs as a float, cheap enough for the message handler. */
-const nowMicros = (): number => Number(process.hrtime.bigint()) / 1000;
-
-async function openSubscriber(url: string, timeoutMs: number, inbox: Arrival[][], index: number): Promise<WebSocket> {
-  return new Promise((resolve, reject) => {
-    const ws = new WebSocket(url, { perMessageDeflate: false, handshakeTimeout: timeoutMs });
-    let ready = false;
-    const timer = setTimeout(() => {
-      ws.terminate();
-      reject(new Error(`subscriber ${index}: no ready within ${timeoutMs} ms`));
-    }, timeoutMs);
-    ws.on('message', (data: Buffer) => {
-      const at = nowMicros();
-      if (!ready) {
-        ready = true;
-        clearTimeout(timer);
-        if (!data.includes('"ready"')) reject(new Error(`subscriber ${index}: first message was ${data.toString('utf8').slice(0, 200)}`));
-        else resolve(ws);
-        return;
-      }
-      inbox[index]?.push({ at, data });
-    });
-    ws.on('error', (err: Error) => {
-      clearTimeout(timer);
-      reject(new Error(`subscriber ${index}: ${err.message}`));
-    });
-  });
-}
-
-export async function runFanout(troupe: Troupe, characterId: string, options: FanoutOptions, log: (line: string) => void) {
-  const conversation = options.conversationId ? { id: options.conversationId } : await callJson<{ id: string }>(troupe, 'POST', '/conversations', { characterId }, 201);
-  const subscribeVia = options.subscribeVia ?? troupe;
+export async function runFanout(troupe: api.Troupe, characterId: string, options: FanoutOptions, log: Log) {
+  const conversationId = options.conversationId ?? (await api.createConversation(troupe, characterId));
+  const via = options.subscribeVia ?? troupe;
   const inbox: Arrival[][] = Array.from({ length: options.subscribers }, () => []);
   const sockets: WebSocket[] = [];
   const problems: string[] = [];
-  const spread: number[] = [];
-  const latency: number[] = [];
-  const firstLatency: number[] = [];
-  const lastLatency: number[] = [];
-  const httpMs: number[] = [];
-  let completeChunks = 0;
-  let expected = 0;
-  let missing = 0;
-  let cpu: CpuWindow = { children: {}, bench: 0, benchEventLoop: 0, other: null, machine: null };
+  const [spread, latency, firstLatency, lastLatency, httpMs]: [number[], number[], number[], number[], number[]] = [[], [], [], [], []];
+  let [completeChunks, expected, missing] = [0, 0, 0];
+  let cpu: CpuWindow = NO_CPU;
   try {
-    for (let i = 0; i < options.subscribers; i++) sockets.push(await openSubscriber(wsUrl(subscribeVia, conversation.id), options.timeoutMs, inbox, i));
+    for (const [i, box] of inbox.entries()) {
+      const onMessage = (data: Buffer, at: number) => void box.push({ at, data });
+      const url = wsUrl(via.base, conversationId, via.key);
+      const ws = await openReadySocket(url, { timeoutMs: options.timeoutMs, onMessage }).catch((err: Error) => {
+        const first = (err as { kind?: string }).kind === 'unexpected_first_message' ? 'first message was ' : '';
+        throw new Error(`subscriber ${i}: ${first}${err.message}`);
+      });
+      sockets.push(ws);
+    }
     let stopCpu: (() => CpuWindow) | null = null;
-    const total = options.warmupMessages + options.messages;
-    for (let m = 0; m < total; m++) {
+    for (let m = 0; m < options.warmupMessages + options.messages; m++) {
       const measured = m >= options.warmupMessages;
       if (measured && stopCpu === null) stopCpu = startCpuWindow(options.watch);
       for (const box of inbox) box.length = 0;
       const t0 = performance.now();
-      await callJson(troupe, 'POST', `/conversations/${conversation.id}/messages`, { content: `${STAMP_PREFIX} message ${m}` }, 200);
+      await api.postMessage(troupe, conversationId, `${STAMP_PREFIX} message ${m}`);
       const t1 = performance.now();
       // `done` goes out before the HTTP reply, but may not have arrived here yet.
       const deadline = Date.now() + options.timeoutMs;
@@ -125,8 +91,7 @@ export async function runFanout(troupe: Troupe, characterId: string, options: Fa
         missing += Math.max(0, options.subscribers - got);
         if (!entry || got < options.subscribers) continue;
         completeChunks++;
-        const first = Math.min(...entry.at);
-        const last = Math.max(...entry.at);
+        const [first, last] = [Math.min(...entry.at), Math.max(...entry.at)];
         spread.push((last - first) / 1000);
         firstLatency.push((first - entry.written) / 1000);
         lastLatency.push((last - entry.written) / 1000);
@@ -138,22 +103,23 @@ export async function runFanout(troupe: Troupe, characterId: string, options: Fa
     for (const ws of sockets) ws.terminate();
   }
   if (problems.length > 5) problems.splice(5, problems.length - 5, `… and more (${problems.length} problems in all)`);
-  // Spread: last - first subscriber's arrival per chunk; latency: arrival - upstream write (ms).
   const result = {
     subscribers: options.subscribers, messages: options.messages, chunksPerMessage: options.chunks, gapMs: options.gapMs,
     completeChunks, expectedDeliveries: expected, missingDeliveries: missing, spreadMs: summarize(spread), latencyMs: summarize(latency),
-    firstSubscriberLatencyMs: summarize(firstLatency), lastSubscriberLatencyMs: summarize(lastLatency), httpMessageMs: summarize(httpMs), cpu, problems,
+    firstSubscriberLatencyMs: summarize(firstLatency), lastSubscriberLatencyMs: summarize(lastLatency), httpMessageMs: summarize(httpMs),
+    cpu, problems,
   };
+  const [s, l] = [result.spreadMs, result.latencyMs];
   log(
-    `fan-out: ${completeChunks} chunks x ${options.subscribers} subscribers, spread p50/p99 ${result.spreadMs.p50.toFixed(3)}/${result.spreadMs.p99.toFixed(3)} ms, ` +
-      `latency p50/p99 ${result.latencyMs.p50.toFixed(3)}/${result.latencyMs.p99.toFixed(3)} ms, missing ${missing}`,
+    `fan-out: ${completeChunks} chunks x ${options.subscribers} subscribers, spread p50/p99 ${s.p50.toFixed(3)}/${s.p99.toFixed(3)} ms, ` +
+      `latency p50/p99 ${l.p50.toFixed(3)}/${l.p99.toFixed(3)} ms, missing ${missing}`,
   );
   return result;
 }
 
 export interface CrossOptions {
-  troupe: TroupeOptions;
-  /** Server to create the temporary database on, e.g. postgres://postgres@127.0.0.1:5432/test. */
+  troupe: api.TroupeOptions;
+  /** Server to create the temporary database on. */
   databaseUrl: string;
   redisUrl: string;
   fanout: Omit<FanoutOptions, 'conversationId' | 'subscribeVia' | 'watch'>;
@@ -162,38 +128,36 @@ export interface CrossOptions {
   quiet: (watch: readonly WatchedProcess[]) => Promise<void>;
 }
 
-export interface CrossResult {
-  fanout: FanoutResult;
-  /** Where Redis' room cache says the actor runs, next to A's and B's Colyseus process ids. */
-  placement: { actorProcessId: string | null; aProcessId: string | null; bProcessId: string | null; onA: boolean | null };
-  troupeExits: Record<string, string>;
-}
+export type CrossResult = Awaited<ReturnType<typeof runCrossProcessFanout>>;
 
-export async function runCrossProcessFanout(options: CrossOptions, log: (line: string) => void): Promise<CrossResult> {
-  const db = await createTempDatabase(options.databaseUrl);
+/** Two Troupe processes on one fresh PostgreSQL database and one Redis: the actor on A, the subscribers on B. */
+export async function runCrossProcessFanout(options: CrossOptions, log: Log) {
+  const store = await api.freshStore('postgres', options.databaseUrl);
   const troupeExits: Record<string, string> = {};
-  const shared = { ...options.troupe, keepOutput: true, settings: { ...options.troupe.settings, DATABASE_URL: db.url, REDIS_URL: options.redisUrl }, key: newBootstrapKey() };
-  let a: Troupe | null = null;
-  let b: Troupe | null = null;
+  const settings = { ...options.troupe.settings, ...store.env, REDIS_URL: options.redisUrl };
+  const shared = { ...options.troupe, keepOutput: true, settings, key: api.newBootstrapKey() };
+  let [a, b]: (api.Troupe | null)[] = [null, null];
   try {
-    log(`fan-out across processes: database ${new URL(db.url).pathname.slice(1)}, Redis ${options.redisUrl}; starting A`);
-    a = await startTroupe({ ...shared, name: `troupe-${shared.engine}-A` });
-    const characterId = await createCharacter(a, 'Gate Guard');
-    const conversation = await callJson<{ id: string }>(a, 'POST', '/conversations', { characterId }, 201);
+    log(`fan-out across processes: database ${new URL(store.url ?? '').pathname.slice(1)}, Redis ${options.redisUrl}; starting A`);
+    a = await api.startTroupe({ ...shared, name: `troupe-${shared.engine}-A` });
+    const characterId = await api.createCharacter(a, 'Gate Guard');
+    const conversationId = await api.createConversation(a, characterId);
     // Creates the conversation's actor on A, the only process so far.
-    await callJson(a, 'POST', `/conversations/${conversation.id}/messages`, { content: `${STAMP_PREFIX} placement` }, 200);
+    await api.postMessage(a, conversationId, `${STAMP_PREFIX} placement`);
     log('fan-out across processes: actor started on A; starting B');
-    b = await startTroupe({ ...shared, name: `troupe-${shared.engine}-B` });
-    const placement = { actorProcessId: (await roomPlacement(options.redisUrl)).get(conversation.id) ?? null, aProcessId: colyseusProcessId(a.child.output()), bProcessId: colyseusProcessId(b.child.output()), onA: null as boolean | null };
-    if (placement.actorProcessId && placement.aProcessId) placement.onA = placement.actorProcessId === placement.aProcessId;
-    if (placement.onA === false) throw new Error(`the conversation's actor runs on ${placement.actorProcessId}, not on A (${placement.aProcessId})`);
+    b = await api.startTroupe({ ...shared, name: `troupe-${shared.engine}-B` });
+    const actorProcessId = (await api.roomPlacement(options.redisUrl)).get(conversationId) ?? null;
+    const [aProcessId, bProcessId] = [a, b].map((t) => api.colyseusProcessId(t.child.output()));
+    const placement = { actorProcessId, aProcessId: aProcessId ?? null, bProcessId: bProcessId ?? null, onA: null as boolean | null };
+    if (actorProcessId && aProcessId) placement.onA = actorProcessId === aProcessId;
+    if (placement.onA === false) throw new Error(`the conversation's actor runs on ${actorProcessId}, not on A (${aProcessId})`);
     const watch = [{ name: 'troupeA', pid: a.child.pid }, { name: 'troupeB', pid: b.child.pid }, options.upstream];
     await options.quiet(watch);
-    const fanout = await runFanout(a, characterId, { ...options.fanout, conversationId: conversation.id, subscribeVia: b, watch }, log);
+    const fanout = await runFanout(a, characterId, { ...options.fanout, conversationId, subscribeVia: b, watch }, log);
     return { fanout, placement, troupeExits };
   } finally {
     if (b) troupeExits.B = await b.stop(10_000);
     if (a) troupeExits.A = await a.stop(10_000);
-    await db.drop().catch((err: unknown) => log(`could not drop ${db.url}: ${(err as Error).message}`));
+    await store.dispose().catch((err: unknown) => log(`could not drop ${store.url}: ${(err as Error).message}`));
   }
 }

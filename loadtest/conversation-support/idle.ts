@@ -3,11 +3,14 @@
  * processes (one may lack the file descriptors; their memory is counted apart).
  */
 import { createInterface } from 'node:readline';
-import { delay, spawnTracked, withFileLimit } from '../support/children.ts';
+import { childEnv, delay, ROOT, spawnTracked, withFileLimit, type Log } from '../support/children.ts';
 import { processMemory } from '../support/proc.ts';
-import { callJson, ROOT, troupeEnv, type Troupe } from '../support/troupe.ts';
+import { createConversation, postMessage, type Troupe } from '../support/troupe.ts';
 
 export type MemorySample = Awaited<ReturnType<typeof probeTroupe>>['memory'];
+const MIB = 2 ** 20;
+const mib = (bytes: number) => (bytes / MIB).toFixed(1);
+const sum = (values: readonly number[]): number => values.reduce((a, b) => a + b, 0);
 
 /** A full GC in Troupe, then its memory (VmRSS, VmHWM from /proc right after it); with the GC pauses [start µs, ms, kind] so far. */
 export async function probeTroupe(troupe: Troupe) {
@@ -15,14 +18,17 @@ export async function probeTroupe(troupe: Troupe) {
   const mem = processMemory(troupe.child.pid);
   if (!mem) throw new Error(`cannot read /proc/${troupe.child.pid}/status`);
   const n = (key: string) => Number(r[key]);
-  const memory = { rss: mem.rss, peakRss: mem.peakRss, heapUsed: n('heapUsed'), heapTotal: n('heapTotal'), external: n('external'), arrayBuffers: n('arrayBuffers'), mallocedMemory: n('mallocedMemory'), gc: r.gc === true };
+  const memory = {
+    rss: mem.rss, peakRss: mem.peakRss, heapUsed: n('heapUsed'), heapTotal: n('heapTotal'), external: n('external'),
+    arrayBuffers: n('arrayBuffers'), mallocedMemory: n('mallocedMemory'), gc: r.gc === true,
+  };
   return { memory, gcEvents: (r.gcEvents as [number, number, number][] | undefined) ?? [] };
 }
 
 /**
  * Samples 2 s apart until RSS and the V8 heap's committed size hold steady (twice in a row within
- * 2 MiB), at most 15 times. After a burst of allocation V8 and malloc give memory back only
- * gradually: a sample taken meanwhile would count the release as a change caused by the sockets.
+ * 2 MiB), at most 15 times: V8 and malloc give memory back gradually after a burst of allocation,
+ * and a sample taken meanwhile would count the release as a change caused by the sockets.
  */
 async function sampleMemorySettled(troupe: Troupe): Promise<MemorySample & { rssSamples: number[]; settled: boolean }> {
   const rssSamples: number[] = [];
@@ -32,7 +38,7 @@ async function sampleMemorySettled(troupe: Troupe): Promise<MemorySample & { rss
     if (i > 0) await delay(2_000);
     const sample = (await probeTroupe(troupe)).memory;
     rssSamples.push(sample.rss);
-    const steady = previous && Math.abs(sample.rss - previous.rss) <= 2 * 2 ** 20 && Math.abs(sample.heapTotal - previous.heapTotal) <= 2 * 2 ** 20;
+    const steady = previous && Math.abs(sample.rss - previous.rss) <= 2 * MIB && Math.abs(sample.heapTotal - previous.heapTotal) <= 2 * MIB;
     calm = steady ? calm + 1 : 0;
     previous = sample;
     if (calm >= 2) return { ...sample, rssSamples, settled: true };
@@ -40,35 +46,17 @@ async function sampleMemorySettled(troupe: Troupe): Promise<MemorySample & { rss
   return { ...previous!, rssSamples, settled: false };
 }
 
-interface HolderStats {
-  open: number;
-  unexpectedCloses: number;
-  messages: number;
-  doneChunks: number;
-  rss: number;
-  heapUsed: number;
-}
+type HolderStats = { open: number; unexpectedCloses: number; messages: number; doneChunks: number; rss: number; heapUsed: number };
+type ConnectResult = { ok: number; errors: Record<string, number>; samples: Record<string, string>; ms: number };
+type Holder = Awaited<ReturnType<typeof startHolder>>;
 
-interface ConnectResult {
-  ok: number;
-  errors: Record<string, number>;
-  samples: Record<string, string>;
-  ms: number;
-}
-
-interface Holder {
-  fdLimit: number | null;
-  localAddress: string;
-  /** Sends a command and resolves with its answer (one command at a time). */
-  command<T>(cmd: Record<string, unknown>, timeoutMs: number): Promise<T>;
-  stop(): Promise<void>;
-}
-
-/** A socket-holder.ts process, with `ulimit -n` raised, talking one JSON line per command and answer. */
-async function startHolder(name: string, fdLimit: number, localAddress: string): Promise<Holder> {
-  const holder = spawnTracked({ name, ...withFileLimit(fdLimit, process.execPath, ['--expose-gc', 'loadtest/conversation-support/socket-holder.ts']), cwd: ROOT, env: troupeEnv({}), stdin: 'pipe' });
+/** A socket-holder.ts process, with `ulimit -n` raised, talking one JSON line per command and answer (one at a time). */
+async function startHolder(name: string, fdLimit: number, localAddress: string) {
+  const command = withFileLimit(fdLimit, process.execPath, ['--expose-gc', 'loadtest/conversation-support/socket-holder.ts']);
+  const holder = spawnTracked({ name, ...command, cwd: ROOT, env: childEnv({}), stdin: 'pipe' });
   const waiters: { op: string; resolve: (value: unknown) => void; reject: (err: Error) => void }[] = [];
-  void holder.exited.then(() => waiters.splice(0).forEach((w) => w.reject(new Error(`${name} exited: ${holder.tail().slice(-500)}`))));
+  const gone = () => new Error(`${name} exited: ${holder.tail().slice(-500)}`);
+  void holder.exited.then(() => waiters.splice(0).forEach((w) => w.reject(gone())));
   createInterface({ input: holder.child.stdout }).on('line', (line) => {
     const answer = JSON.parse(line) as { op?: string; message?: string };
     // Anything else answers a command whose wait timed out: dropped.
@@ -80,16 +68,18 @@ async function startHolder(name: string, fdLimit: number, localAddress: string):
   holder.child.stdin.on('error', () => {}); // the exit handler reports it
   const next = <T>(op: string, timeoutMs: number) =>
     new Promise<T>((resolve, reject) => {
-      if (holder.exitInfo()) return reject(new Error(`${name} is not running: ${holder.tail().slice(-500)}`));
-      const timer = setTimeout(() => (waiters.splice(waiters.indexOf(waiter), 1), reject(new Error(`${name}: no answer to ${op} within ${timeoutMs} ms`))), timeoutMs);
-      const waiter = { op, resolve: (v: unknown) => (clearTimeout(timer), resolve(v as T)), reject: (e: Error) => (clearTimeout(timer), reject(e)) };
+      if (holder.exitInfo()) return reject(gone());
+      const timer = setTimeout(() => (waiters.splice(waiters.indexOf(waiter), 1),
+        reject(new Error(`${name}: no answer to ${op} within ${timeoutMs} ms`))), timeoutMs);
+      const waiter = { op, resolve: (v: unknown) => (clearTimeout(timer), resolve(v as T)),
+        reject: (e: Error) => (clearTimeout(timer), reject(e)) };
       waiters.push(waiter);
     });
   const hello = await next<{ fdLimit: number | null }>('hello', 30_000);
   return {
     fdLimit: hello.fdLimit,
     localAddress,
-    command<T>(cmd: Record<string, unknown>, timeoutMs: number) {
+    command<T>(cmd: Record<string, unknown>, timeoutMs: number): Promise<T> {
       const answer = next<T>(String(cmd.op), timeoutMs);
       holder.child.stdin.write(`${JSON.stringify(cmd)}\n`);
       return answer;
@@ -102,48 +92,36 @@ async function startHolder(name: string, fdLimit: number, localAddress: string):
   };
 }
 
-async function createConversations(troupe: Troupe, characterId: string, count: number): Promise<string[]> {
-  const ids: string[] = [];
-  for (let i = 0; i < count; i += 8) {
-    const batch = Array.from({ length: Math.min(8, count - i) }, () => callJson<{ id: string }>(troupe, 'POST', '/conversations', { characterId }, 201));
-    ids.push(...(await Promise.all(batch)).map((c) => c.id));
-  }
-  return ids;
-}
-
 export interface IdlePlan {
   requested: number;
-  /** Sockets this run will open (requested, capped by ports / file descriptors). */
+  /** Sockets this run will open (requested, capped by ports / file descriptors), and why when capped. */
   target: number;
-  /** Why target < requested, when it is. */
   capReason: string | null;
   conversations: number;
   /** One entry per holder process: source address and socket count. */
   holders: { localAddress: string; count: number }[];
 }
 
-export interface IdleOptions {
-  concurrency: number;
-  connectTimeoutMs: number;
-  settleMs: number;
-  warmupSockets: number;
-}
-
-/** IdleResult, derived from what runIdle measures: see the report's notes for each figure. */
+export type IdleOptions = { concurrency: number; connectTimeoutMs: number; settleMs: number; warmupSockets: number };
 export type IdleResult = Awaited<ReturnType<typeof runIdle>>;
-const sum = (values: readonly number[]): number => values.reduce((a, b) => a + b, 0);
-const mib = (bytes: number) => (bytes / 2 ** 20).toFixed(1);
 
-export async function runIdle(troupe: Troupe, characterId: string, plan: IdlePlan, options: IdleOptions, log: (line: string) => void) {
-  const conversations = await createConversations(troupe, characterId, plan.conversations);
+export async function runIdle(troupe: Troupe, characterId: string, plan: IdlePlan, options: IdleOptions, log: Log) {
+  const conversations: string[] = [];
+  while (conversations.length < plan.conversations) {
+    const batch = Math.min(8, plan.conversations - conversations.length);
+    conversations.push(...(await Promise.all(Array.from({ length: batch }, () => createConversation(troupe, characterId)))));
+  }
+
   log(`idle sockets: ${plan.conversations} conversations created; starting ${plan.holders.length} client process(es)`);
   const holders: Holder[] = [];
   try {
     for (const [i, h] of plan.holders.entries()) holders.push(await startHolder(`socket-holder-${i}`, h.count + 1024, h.localAddress));
     const stats = () => Promise.all(holders.map((h) => h.command<HolderStats>({ op: 'stats' }, 60_000)));
     const connect = (holder: Holder, count: number, offset: number) => {
-      const cmd = { op: 'connect', base: troupe.base.replace(/^http/, 'ws'), token: troupe.key, conversations, count, offset, concurrency: options.concurrency, timeoutMs: options.connectTimeoutMs };
-      return holder.command<ConnectResult>({ ...cmd, ...(holder.localAddress === '127.0.0.1' ? {} : { localAddress: holder.localAddress }) }, Math.max(120_000, count * 20) + options.connectTimeoutMs);
+      const { concurrency, connectTimeoutMs: timeoutMs } = options;
+      const cmd = { op: 'connect', base: troupe.base, token: troupe.key, conversations, count, offset, concurrency, timeoutMs };
+      const localAddress = holder.localAddress === '127.0.0.1' ? {} : { localAddress: holder.localAddress };
+      return holder.command<ConnectResult>({ ...cmd, ...localAddress }, Math.max(120_000, count * 20) + timeoutMs);
     };
     // Warm-up: Troupe's upgrade path compiled and its one-time structures allocated before "before".
     const first = holders[0];
@@ -191,14 +169,15 @@ export async function runIdle(troupe: Troupe, characterId: string, plan: IdlePla
       for (const [k, v] of Object.entries(c.errors)) errors[k] = (errors[k] ?? 0) + v;
       for (const [k, v] of Object.entries(c.samples)) errorSamples[k] ??= v;
     }
-    log(`idle sockets: ${opened} of ${plan.target} open after ${(connectMs / 1000).toFixed(1)} s${opened < plan.target ? ` (failures: ${JSON.stringify(errors)})` : ''}`);
+    const failures = opened < plan.target ? ` (failures: ${JSON.stringify(errors)})` : '';
+    log(`idle sockets: ${opened} of ${plan.target} open after ${(connectMs / 1000).toFixed(1)} s${failures}`);
     await delay(options.settleMs);
     const troupeAfter = await sampleMemorySettled(troupe);
     const clientAfterStats = await stats();
     const openAtSample = sum(clientAfterStats.map((s) => s.open));
     const unexpectedCloses = sum(clientAfterStats.map((s) => s.unexpectedCloses));
-    log(`idle sockets: Troupe after: RSS ${mib(troupeAfter.rss)} MiB, heap used ${mib(troupeAfter.heapUsed)} MiB with ${openAtSample} sockets open`);
-
+    const after = `RSS ${mib(troupeAfter.rss)} MiB, heap used ${mib(troupeAfter.heapUsed)} MiB`;
+    log(`idle sockets: Troupe after: ${after} with ${openAtSample} sockets open`);
     // Liveness: every socket of the first conversation (socket i joins conversation i mod n) gets a reply's done chunk.
     let liveness: { conversation: string; expected: number; received: number; ms: number } | null = null;
     const total = sum(plan.holders.map((h) => h.count));
@@ -207,22 +186,36 @@ export async function runIdle(troupe: Troupe, characterId: string, plan: IdlePla
     if (conversation && onFirst > 0 && unexpectedCloses === 0) {
       await Promise.all(holders.map((h) => h.command({ op: 'reset' }, 30_000)));
       const l0 = Date.now();
-      await callJson(troupe, 'POST', `/conversations/${conversation}/messages`, { content: 'Are you still there?' }, 200);
+      await postMessage(troupe, conversation, 'Are you still there?');
       let received = 0;
-      for (const deadline = Date.now() + 15_000; Date.now() < deadline && received < onFirst; await delay(200)) received = sum((await stats()).map((s) => s.doneChunks));
+      for (const deadline = Date.now() + 15_000; Date.now() < deadline && received < onFirst; await delay(200)) {
+        received = sum((await stats()).map((s) => s.doneChunks));
+      }
       liveness = { conversation, expected: onFirst, received, ms: Date.now() - l0 };
       log(`idle sockets: liveness check: ${received} of ${onFirst} sockets of one conversation got the reply`);
     }
     const per = (a: number, b: number) => (b - a) / openAtSample;
     const added = half ? openAtSample - half.open : 0;
-    const clientBefore = { rss: sum(clientBeforeStats.map((s) => s.rss)), heapUsed: sum(clientBeforeStats.map((s) => s.heapUsed)) };
-    const clientAfter = { rss: sum(clientAfterStats.map((s) => s.rss)), heapUsed: sum(clientAfterStats.map((s) => s.heapUsed)) };
+    const client = (s: HolderStats[]) => ({ rss: sum(s.map((x) => x.rss)), heapUsed: sum(s.map((x) => x.heapUsed)) });
+    const [clientBefore, clientAfter] = [client(clientBeforeStats), client(clientAfterStats)];
+    const [b, a] = [troupeBefore, troupeAfter];
     return {
-      plan, opened, failed: plan.target - opened, errors, errorSamples, connectSec: connectMs / 1000, openAtSample, unexpectedCloses, troupeBefore, troupeAfter,
-      perSocket: openAtSample > 0 ? { rssBytes: per(troupeBefore.rss, troupeAfter.rss), heapUsedBytes: per(troupeBefore.heapUsed, troupeAfter.heapUsed), externalBytes: per(troupeBefore.external, troupeAfter.external), mallocedBytes: per(troupeBefore.mallocedMemory, troupeAfter.mallocedMemory) } : null,
+      plan, opened, failed: plan.target - opened, errors, errorSamples, connectSec: connectMs / 1000, openAtSample, unexpectedCloses,
+      troupeBefore, troupeAfter,
+      perSocket: openAtSample > 0
+        ? {
+          rssBytes: per(b.rss, a.rss), heapUsedBytes: per(b.heapUsed, a.heapUsed), externalBytes: per(b.external, a.external),
+          mallocedBytes: per(b.mallocedMemory, a.mallocedMemory),
+        }
+        : null,
       troupeHalf: half?.sample ?? null,
       /** Slope between the half and the full sample: memory per socket without one-time growth. */
-      marginalPerSocket: half && added > 0 ? { fromSockets: half.open, toSockets: openAtSample, rssBytes: (troupeAfter.rss - half.sample.rss) / added, heapUsedBytes: (troupeAfter.heapUsed - half.sample.heapUsed) / added } : null,
+      marginalPerSocket: half && added > 0
+        ? {
+          fromSockets: half.open, toSockets: openAtSample, rssBytes: (a.rss - half.sample.rss) / added,
+          heapUsedBytes: (a.heapUsed - half.sample.heapUsed) / added,
+        }
+        : null,
       clientBefore, clientAfter, clientPerSocketRssBytes: openAtSample > 0 ? (clientAfter.rss - clientBefore.rss) / openAtSample : null,
       clientProcesses: holders.length, clientFdLimits: holders.map((h) => h.fdLimit), liveness,
     };

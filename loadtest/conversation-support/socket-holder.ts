@@ -6,8 +6,9 @@
  */
 import { performance } from 'node:perf_hooks';
 import { createInterface } from 'node:readline';
-import { WebSocket } from 'ws';
+import type { WebSocket } from 'ws';
 import { fileLimits } from '../support/proc.ts';
+import { openReadySocket, wsUrl } from '../support/sockets.ts';
 
 interface ConnectCommand {
   op: 'connect';
@@ -20,7 +21,6 @@ interface ConnectCommand {
   timeoutMs: number;
   localAddress?: string;
 }
-type Failure = { kind: string; message: string } | null;
 
 const sockets = new Set<WebSocket>();
 const counts = { unexpectedCloses: 0, messages: 0, doneChunks: 0 };
@@ -29,60 +29,32 @@ let closing = false;
 const reply = (answer: Record<string, unknown>): void => void process.stdout.write(`${JSON.stringify(answer)}\n`);
 const fdLimit = () => fileLimits('self')?.soft ?? null;
 
-function errorKind(err: Error): string {
-  const status = /Unexpected server response: (\d+)/.exec(err.message);
-  return (err as NodeJS.ErrnoException).code ?? (status ? `http_${status[1]}` : err.message.slice(0, 60));
-}
-
-/** Opens one socket; null once it is open and ready, else the failure. */
-function open(url: string, timeoutMs: number, localAddress: string | undefined): Promise<Failure> {
-  return new Promise((resolve) => {
-    let settled = false;
-    const ws = new WebSocket(url, { perMessageDeflate: false, handshakeTimeout: timeoutMs, ...(localAddress ? { localAddress } : {}) });
-    const finish = (failure: Failure) => {
-      if (settled) return;
-      settled = true;
-      clearTimeout(timer);
-      if (failure) ws.terminate();
-      resolve(failure);
-    };
-    const timer = setTimeout(() => finish({ kind: 'ready_timeout', message: `no ready within ${timeoutMs} ms` }), timeoutMs);
-    ws.on('error', (err: Error) => finish({ kind: errorKind(err), message: err.message }));
-    ws.on('close', (code: number) => {
-      if (!settled) finish({ kind: `closed_${code}`, message: `closed with ${code} before ready` });
-      else if (sockets.delete(ws) && !closing) {
-        counts.unexpectedCloses++;
-        closeCodes[code] = (closeCodes[code] ?? 0) + 1;
-      }
-    });
-    ws.on('message', (data: Buffer, isBinary: boolean) => {
-      if (settled) {
-        counts.messages++;
-        // Cheap: the done chunk is the only one with "done":true.
-        if (data.includes('"done":true')) counts.doneChunks++;
-        return;
-      }
-      const text = isBinary ? '' : data.toString('utf8');
-      if (text.includes('"ready"')) sockets.add(ws);
-      finish(text.includes('"ready"') ? null : { kind: 'unexpected_first_message', message: text.slice(0, 200) });
-    });
-  });
-}
-
 async function connect(cmd: ConnectCommand): Promise<void> {
   const started = performance.now();
   const errors: Record<string, number> = {};
   const samples: Record<string, string> = {};
   let ok = 0;
   let next = 0;
+  const onMessage = (data: Buffer) => {
+    counts.messages++;
+    // Cheap: the done chunk is the only one with "done":true.
+    if (data.includes('"done":true')) counts.doneChunks++;
+  };
   const worker = async () => {
     for (let i = next++; i < cmd.count; i = next++) {
-      const url = `${cmd.base}/conversations/${cmd.conversations[(cmd.offset + i) % cmd.conversations.length]}/ws?token=${encodeURIComponent(cmd.token)}`;
-      const failure = await open(url, cmd.timeoutMs, cmd.localAddress);
-      if (failure === null) ok++;
-      else {
-        errors[failure.kind] = (errors[failure.kind] ?? 0) + 1;
-        samples[failure.kind] ??= failure.message.slice(0, 300);
+      const url = wsUrl(cmd.base, cmd.conversations[(cmd.offset + i) % cmd.conversations.length] ?? '', cmd.token);
+      try {
+        const ws = await openReadySocket(url, { timeoutMs: cmd.timeoutMs, localAddress: cmd.localAddress, onMessage, onClose: (code) => {
+          if (!sockets.delete(ws) || closing) return;
+          counts.unexpectedCloses++;
+          closeCodes[code] = (closeCodes[code] ?? 0) + 1;
+        } });
+        sockets.add(ws);
+        ok++;
+      } catch (err) {
+        const kind = (err as { kind?: string }).kind ?? 'error';
+        errors[kind] = (errors[kind] ?? 0) + 1;
+        samples[kind] ??= (err as Error).message.slice(0, 300);
       }
     }
   };
@@ -94,8 +66,8 @@ function stats(): void {
   const gc = (globalThis as { gc?: () => void }).gc;
   gc?.();
   gc?.();
-  const mem = process.memoryUsage();
-  reply({ op: 'stats', open: sockets.size, ...counts, closeCodes, rss: mem.rss, heapUsed: mem.heapUsed, external: mem.external, fdLimit: fdLimit(), gc: gc !== undefined });
+  const { rss, heapUsed, external } = process.memoryUsage();
+  reply({ op: 'stats', open: sockets.size, ...counts, closeCodes, rss, heapUsed, external, fdLimit: fdLimit(), gc: gc !== undefined });
 }
 
 async function closeAll(): Promise<void> {

@@ -1,16 +1,12 @@
 /**
- * Part (c) of the documents benchmark: DocumentIndex.search for one character whose documents
- * grow through the `tiers` (10k, 30k, 100k chunks), in an index shared with `others` characters
- * holding `othersChunks` chunks in all (the issue's 29 characters, 200k chunks). Chunks are
- * written as the processor writes them (replaceChunks in a transaction, documents `ready`) with
- * clustered unit vectors as embeddings; the fill rate times those writes. At each tier, queries
- * arrive on a fixed 20/s schedule (latency counts from the scheduled time), alternating full
- * text and hybrid, in a mix of keyword, question and common-word queries; recall@6 of the vector
- * list is checked against exact cosine.
+ * Part (c) of the documents benchmark: DocumentIndex.search for one character whose documents grow
+ * through the `tiers`, in an index shared with `others` characters holding `othersChunks` chunks in
+ * all. Chunks are written as the processor writes them (replaceChunks in a transaction, documents
+ * `ready`) with clustered unit vectors; the fill rate times those writes. At each tier queries arrive
+ * on a fixed schedule (latency counts from the scheduled time), alternating full text and hybrid, in
+ * a mix of keyword, question and common-word queries; recall@6 of the vector list is checked against
+ * exact cosine.
  */
-import { mkdtemp, rm } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { sql } from 'drizzle-orm';
 import { pino } from 'pino';
@@ -20,8 +16,9 @@ import type { Chunk } from '../../src/documents/chunker.ts';
 import { newId } from '../../src/ids.ts';
 import { openDocumentIndex } from '../../src/retrieval/document-index.ts';
 import { vectorHits } from '../../src/retrieval/vector-search.ts';
-import { createTempDatabase } from '../../test/support/databases.ts';
-import { percentile } from '../support/report.ts';
+import type { Log } from '../support/children.ts';
+import { percentile, sortedCopy } from '../support/report.ts';
+import { freshStore } from '../support/troupe.ts';
 import type { Backend } from './ingest.ts';
 import { FUNCTION_WORDS, seededRandom, vocabulary, WordSampler } from './text.ts';
 
@@ -36,31 +33,14 @@ export interface RetrievalOptions {
   ratePerSec: number;
   /** Documents written at once. */
   writers: number;
-  log: (line: string) => void;
+  log: Log;
 }
 
-export interface Latency {
-  p50: number;
-  p99: number;
-  max: number;
-  /** Fewest results any query returned (6 means every query filled its top 6). */
-  minResults: number;
-}
-
-export interface TierResult {
-  chunks: number;
-  total: number;
-  /** mode (`fulltext`, `hybrid`) -> kind (`all`, `keyword`, `question`, `common`) -> latency. */
-  latency: Record<string, Record<string, Latency>>;
-  vectorRecall: number | null;
-}
-
-export interface RetrievalResult {
-  backend: Backend;
-  vectors: boolean;
-  fill: { chunks: number; writeMs: number; chunksPerSec: number };
-  tiers: TierResult[];
-}
+/** minResults: the fewest results any query returned (6: every query filled its top 6). */
+type Latency = { p50: number; p99: number; max: number; minResults: number };
+/** latency: mode (`fulltext`, `hybrid`) -> kind (`all`, `keyword`, `question`, `common`) -> latency. */
+type TierResult = { chunks: number; total: number; latency: Record<string, Record<string, Latency>>; vectorRecall: number | null };
+export type RetrievalResult = Awaited<ReturnType<typeof measureRetrieval>>;
 
 const DOCUMENT_CHUNKS = 1_000;
 const TOPICS = 64;
@@ -78,9 +58,11 @@ class VectorSource {
     this.#random = seededRandom(seed);
     this.#centres = Array.from({ length: TOPICS }, () => this.#noise(1));
   }
+
   #noise(scale: number): number[] {
     return Array.from({ length: this.dims }, () => (this.#random() * 2 - 1) * scale);
   }
+
   next(): number[] {
     const centre = this.#centres[Math.floor(this.#random() * TOPICS)] ?? [];
     const v = this.#noise(0.8).map((x, i) => x + (centre[i] ?? 0));
@@ -94,7 +76,8 @@ function makeChunks(sampler: WordSampler, count: number): Chunk[] {
   return Array.from({ length: count }, (_, ordinal) => {
     let content = '';
     while (content.length < 1_500) content += (content ? '\n\n' : '') + sampler.paragraph();
-    return { ordinal, content, tokenCount: Math.ceil(content.length / 4), page: null, headingPath: heading, startOffset: 0, endOffset: content.length };
+    return { ordinal, content, tokenCount: Math.ceil(content.length / 4), page: null, headingPath: heading, startOffset: 0,
+      endOffset: content.length };
   });
 }
 
@@ -105,7 +88,8 @@ function makeQueries(count: number, seed: number): { kind: string; text: string 
   // Frequent words the stopword list keeps ('time', 'first', 'man' ...): each is in many chunks.
   const common = [...FUNCTION_WORDS.slice(40), ...content.slice(0, 40)];
   const pick = (words: string[], skew: number) => words[Math.floor(words.length * random() ** skew)] ?? 'kater';
-  const templates = ['What did the {} do with the {}?', 'Where is the {} of {}?', 'Tell me about the {} and the {}.', 'Who has the {} now that {} is gone?'];
+  const templates = ['What did the {} do with the {}?', 'Where is the {} of {}?', 'Tell me about the {} and the {}.',
+    'Who has the {} now that {} is gone?'];
   return Array.from({ length: count }, (_, i) => {
     const kind = (['keyword', 'question', 'common'] as const)[i % 3] ?? 'keyword';
     if (kind === 'keyword') return { kind, text: Array.from({ length: 2 + Math.floor(random() * 2) }, () => pick(content, 3)).join(' ') };
@@ -114,10 +98,9 @@ function makeQueries(count: number, seed: number): { kind: string; text: string 
   });
 }
 
-export async function measureRetrieval(o: RetrievalOptions): Promise<RetrievalResult> {
-  const store = o.backend === 'postgres' ? await createTempDatabase(o.databaseUrl) : null;
-  const dir = o.backend === 'pglite' ? await mkdtemp(join(tmpdir(), 'troupe-doc-bench-')) : null;
-  const database = await openDatabase({ databaseUrl: store?.url, dataDir: dir ?? '', poolSize: 4 });
+export async function measureRetrieval(o: RetrievalOptions) {
+  const store = await freshStore(o.backend, o.databaseUrl);
+  const database = await openDatabase({ databaseUrl: store.url, dataDir: store.dir ?? '', poolSize: 4 });
   try {
     const db = database.db;
     const index = await openDocumentIndex({ db, logger: pino({ level: 'warn' }), dimensions: o.dimensions, embeddings: true });
@@ -130,7 +113,8 @@ export async function measureRetrieval(o: RetrievalOptions): Promise<RetrievalRe
     const fill = { chunks: 0, writeMs: 0, chunksPerSec: 0 };
     /** Documents of up to 1,000 chunks until each owner holds `target`, by `writers` at once (as the processor's concurrency). */
     const fillTo = async (targets: { owner: { projectId: string; characterId: string }; target: number }[]) => {
-      const jobs = targets.flatMap(({ owner, target }) => Array.from({ length: Math.ceil(target / DOCUMENT_CHUNKS) }, (_, i) => ({ owner, count: Math.min(DOCUMENT_CHUNKS, target - i * DOCUMENT_CHUNKS) })));
+      const jobs = targets.flatMap(({ owner, target }) => Array.from({ length: Math.ceil(target / DOCUMENT_CHUNKS) },
+        (_, i) => ({ owner, count: Math.min(DOCUMENT_CHUNKS, target - i * DOCUMENT_CHUNKS) })));
       const started = performance.now();
       const writer = async () => {
         for (let job = jobs.shift(); job; job = jobs.shift()) {
@@ -138,7 +122,8 @@ export async function measureRetrieval(o: RetrievalOptions): Promise<RetrievalRe
           const embeddings = chunks.map(() => vectors.next());
           const doc = { id: newId('document'), ...job.owner };
           await db.transaction(async (tx) => {
-            await tx.insert(documents).values({ ...doc, name: 'part.txt', mimeType: 'text/plain', fileSize: 1, status: 'ready', chunkCount: chunks.length });
+            await tx.insert(documents).values({ ...doc, name: 'part.txt', mimeType: 'text/plain', fileSize: 1, status: 'ready',
+              chunkCount: chunks.length });
             await index.replaceChunks(tx, doc, chunks, embeddings);
           });
           fill.chunks += chunks.length;
@@ -151,7 +136,6 @@ export async function measureRetrieval(o: RetrievalOptions): Promise<RetrievalRe
     const [target, ...others] = owners;
     if (!target) throw new Error('no character');
     await fillTo(others.map((owner) => ({ owner, target: Math.ceil(o.othersChunks / o.others) })));
-
     const queries = makeQueries(o.queries + WARMUP, 21);
     const queryVectors = queries.map(() => vectors.next());
     const tiers: TierResult[] = [];
@@ -172,7 +156,8 @@ export async function measureRetrieval(o: RetrievalOptions): Promise<RetrievalRe
         const at = started + slot * slotMs;
         const wait = at - performance.now();
         if (wait > 0) await sleep(wait);
-        const found = await index.search({ ...target, text: query.text, embedding: mode === 'hybrid' ? (queryVectors[i] ?? null) : null, limit: LIMIT });
+        const found = await index.search({ ...target, text: query.text, embedding: mode === 'hybrid' ? (queryVectors[i] ?? null) : null,
+          limit: LIMIT });
         const ms = performance.now() - at;
         if (i < WARMUP) continue;
         for (const kind of ['all', query.kind]) {
@@ -184,22 +169,23 @@ export async function measureRetrieval(o: RetrievalOptions): Promise<RetrievalRe
       const latency: Record<string, Record<string, Latency>> = {};
       for (const [mode, kinds] of Object.entries(samples)) {
         for (const [kind, { ms, min }] of Object.entries(kinds)) {
-          const sorted = ms.sort((a, b) => a - b);
-          (latency[mode] ??= {})[kind] = { p50: percentile(sorted, 50), p99: percentile(sorted, 99), max: sorted[sorted.length - 1] ?? Number.NaN, minResults: min };
+          const sorted = sortedCopy(ms);
+          const max = sorted.at(-1) ?? Number.NaN;
+          (latency[mode] ??= {})[kind] = { p50: percentile(sorted, 50), p99: percentile(sorted, 99), max, minResults: min };
         }
       }
       const vectorRecall = index.vectors ? await recall(db, target, queryVectors.slice(0, RECALL_QUERIES)) : null;
       tiers.push({ chunks: tier, total: fill.chunks, latency, vectorRecall });
       const all = latency.fulltext?.all;
       const hybrid = latency.hybrid?.all;
-      o.log(`retrieval ${o.backend} ${tier}: fulltext p50 ${all?.p50.toFixed(2)} p99 ${all?.p99.toFixed(2)}; hybrid p50 ${hybrid?.p50.toFixed(2)} p99 ${hybrid?.p99.toFixed(2)} ms; recall@6 ${vectorRecall}`);
+      o.log(`retrieval ${o.backend} ${tier}: fulltext p50 ${all?.p50.toFixed(2)} p99 ${all?.p99.toFixed(2)}; ` +
+        `hybrid p50 ${hybrid?.p50.toFixed(2)} p99 ${hybrid?.p99.toFixed(2)} ms; recall@6 ${vectorRecall}`);
     }
     fill.chunksPerSec = fill.chunks / (fill.writeMs / 1000);
-    return { backend: o.backend, vectors: index.vectors, fill, tiers };
+    return { backend: o.backend, vectors: index.vectors as boolean, fill, tiers };
   } finally {
     await database.close();
-    await store?.drop();
-    if (dir) await rm(dir, { recursive: true, force: true });
+    await store.dispose();
   }
 }
 

@@ -4,14 +4,10 @@
  * socket's stream against the history: a reply to a message sent after `ready` and answered
  * `graceMs` before the socket closed must arrive whole, once, in history order.
  */
-import type { Send, Session } from './load.ts';
-import { echoedMessage as replyTag } from '../support/upstream-reply.ts';
-import { parseTag } from './load.ts';
+import { echoedMessage as replyTag } from '../support/upstream.ts';
+import { parseTag, type Send, type Session } from './load.ts';
 
-export interface StoredMessage {
-  role: string;
-  content: string;
-}
+export type StoredMessage = { role: string; content: string };
 
 export type HistoryCheck = ReturnType<typeof checkHistories>;
 export type SocketCheck = ReturnType<typeof checkSockets>;
@@ -20,8 +16,10 @@ export function checkHistories(sends: readonly Send[], histories: readonly Store
   // refusedStoredByCode: refused messages stored anyway, answered / not, by the code the sender got; wrongReply: a 200
   // carrying another message's reply; unknown: stored player messages not the load's; excerpts: where alternation breaks.
   const c = {
-    sent: 0, answered: 0, refused: 0, refusedStoredAnswered: 0, refusedStoredUnanswered: 0, refusedStoredByCode: {} as Record<string, { answered: number; unanswered: number }>,
-    lost: 0, duplicated: 0, reordered: 0, wrongReply: 0, notAlternating: 0, unknown: 0, examples: [] as string[], excerpts: [] as { conv: number; at: number; messages: string[] }[],
+    sent: 0, answered: 0, refused: 0, refusedStoredAnswered: 0, refusedStoredUnanswered: 0, refusedStoredByCode: {} as Record<string,
+    { answered: number; unanswered: number }>,
+    lost: 0, duplicated: 0, reordered: 0, wrongReply: 0, notAlternating: 0, unknown: 0, examples: [] as string[],
+    excerpts: [] as { conv: number; at: number; messages: string[] }[],
   };
   const note = (text: string) => void (c.examples.length < 12 && c.examples.push(text));
   const byTag = new Map(sends.map((s) => [s.tag, s]));
@@ -69,7 +67,8 @@ export function checkHistories(sends: readonly Send[], histories: readonly Store
     if (!alternating) {
       c.notAlternating++;
       const at = firstBreak < 0 ? history.length - 1 : firstBreak;
-      const short = (m: StoredMessage) => (m.role === 'player' ? `player ${m.content}` : `character ${m.content.split(' ').slice(0, 2).join(' ')}…`);
+      const short = (m: StoredMessage) =>
+        m.role === 'player' ? `player ${m.content}` : `character ${m.content.split(' ').slice(0, 2).join(' ')}…`;
       if (c.excerpts.length < 4) c.excerpts.push({ conv, at, messages: history.slice(Math.max(0, at - 3), at + 17).map(short) });
     }
     for (const [tag, n] of [...stored, ...replied]) {
@@ -100,10 +99,13 @@ export function checkHistories(sends: readonly Send[], histories: readonly Store
 const JOINED_MID_REPLY_MS = 2_000;
 
 export function checkSockets(sends: readonly Send[], histories: readonly StoredMessage[][], sessions: readonly Session[], graceMs: number) {
-  const c = { sessions: 0, expected: 0, received: 0, missed: 0, incomplete: 0, duplicated: 0, reordered: 0, phantom: 0, errors: {} as Record<string, number>, examples: [] as string[] };
+  const c = { sessions: 0, expected: 0, received: 0, missed: 0, incomplete: 0, duplicated: 0, reordered: 0, phantom: 0,
+    errors: {} as Record<string, number>, examples: [] as string[] };
   const note = (text: string) => void (c.examples.length < 12 && c.examples.push(text));
   // Where each stored reply sits in its history, and its text.
-  const position = histories.map((history) => new Map(history.flatMap((m, i) => (m.role === 'character' ? [[replyTag(m.content) ?? '?', { i, text: m.content }] as const] : []))));
+  const replies = (history: StoredMessage[]) =>
+    history.flatMap((m, i) => (m.role === 'character' ? [[replyTag(m.content) ?? '?', { i, text: m.content }] as const] : []));
+  const position = histories.map((history) => new Map(replies(history)));
   for (const s of sessions) {
     for (const [code, n] of Object.entries(s.errors)) c.errors[code] = (c.errors[code] ?? 0) + n;
     if (s.tReady === null) continue;
@@ -127,7 +129,8 @@ export function checkSockets(sends: readonly Send[], histories: readonly StoredM
       }
     }
     for (const n of seen.values()) c.duplicated += Math.max(0, n - 1);
-    const order = s.doneOrder.map((id) => stored.get(replyTag(s.replies.get(id)?.text.trimStart() ?? '') ?? '?')?.i ?? -1).filter((i) => i >= 0);
+    const indexOf = (id: string) => stored.get(replyTag(s.replies.get(id)?.text.trimStart() ?? '') ?? '?')?.i ?? -1;
+    const order = s.doneOrder.map(indexOf).filter((i) => i >= 0);
     order.forEach((i, k) => {
       if (k > 0 && i < (order[k - 1] as number)) {
         c.reordered++;
@@ -140,7 +143,8 @@ export function checkSockets(sends: readonly Send[], histories: readonly StoredM
       c.expected++;
       if (!seen.has(send.tag)) {
         c.missed++;
-        note(`${s.node} socket c${s.conv} (ready ${Math.round(s.tReady)} ms): no reply to ${send.tag} (sent ${Math.round(send.t0)}, answered ${Math.round(send.t1)})`);
+        const times = `sent ${Math.round(send.t0)}, answered ${Math.round(send.t1)}`;
+        note(`${s.node} socket c${s.conv} (ready ${Math.round(s.tReady)} ms): no reply to ${send.tag} (${times})`);
       }
     }
   }

@@ -7,9 +7,9 @@ import { execFileSync } from 'node:child_process';
 import { performance } from 'node:perf_hooks';
 import { createTempDatabase } from '../../test/support/databases.ts';
 import { startFaultProxy, type FaultProxy } from '../../test/support/fault-proxy.ts';
-import { freePort, spawnTracked, type Tracked } from '../support/children.ts';
-import { colyseusProcessId, ROOT, startTroupe, troupeEnv, type Troupe } from '../support/troupe.ts';
-import { BENCH_MODEL, startUpstream } from '../support/upstream-reply.ts';
+import { childEnv, freePort, ROOT, spawnTracked, type Tracked } from '../support/children.ts';
+import { colyseusProcessId, startTroupe, type Troupe } from '../support/troupe.ts';
+import { BENCH_MODEL, startUpstream } from '../support/upstream.ts';
 
 export type Slot = 'A' | 'B';
 export const SLOTS: readonly Slot[] = ['A', 'B'];
@@ -29,14 +29,8 @@ export interface ClusterOptions {
   chunkDelayMs: number;
 }
 
-export interface TroupeNode {
-  /** A1, B1, A2 (the second process of slot A)… */
-  label: string;
-  slot: Slot;
-  troupe: Troupe;
-  /** Colyseus' process id, from the `actor system ready` line. */
-  processId: string;
-}
+/** label: A1, B1, A2 (the second process of slot A)…; processId: Colyseus', from the `actor system ready` line. */
+export type TroupeNode = { label: string; slot: Slot; troupe: Troupe; processId: string };
 
 const KEY = 'sk-troupe-outagebench_key_00000000001';
 export const gone = (node: TroupeNode): boolean => node.troupe.child.exitInfo() !== null;
@@ -50,10 +44,9 @@ export class Cluster {
   readonly #closers: (() => Promise<unknown>)[] = [];
   #count: Record<Slot, number> = { A: 0, B: 0 };
   #settings: Record<string, string> = {};
-  redis!: PrivateRedis;
+  redis!: Awaited<ReturnType<typeof startRedis>>;
   pgProxy: FaultProxy | null = null;
   engine = '';
-
   static async start(options: ClusterOptions): Promise<Cluster> {
     const cluster = new Cluster();
     try {
@@ -73,22 +66,19 @@ export class Cluster {
     let databaseUrl = db.url;
     if (options.proxyDatabase) {
       const u = new URL(db.url);
-      const proxy = await startFaultProxy({ host: u.hostname, port: Number(u.port || 5432) });
-      this.pgProxy = proxy;
+      const proxy = (this.pgProxy = await startFaultProxy({ host: u.hostname, port: Number(u.port || 5432) }));
       this.#closers.push(() => proxy.close());
       databaseUrl = proxy.via(db.url);
     }
-    const upstream = await startUpstream({ BENCH_REPLY: 'echo', BENCH_REPLY_TOKENS: String(options.replyChunks), BENCH_REPLY_GAP_MS: String(options.chunkDelayMs) });
+    const upstream = await startUpstream({ BENCH_REPLY: 'echo', BENCH_REPLY_TOKENS: String(options.replyChunks),
+      BENCH_REPLY_GAP_MS: String(options.chunkDelayMs) });
     this.#closers.push(() => upstream.stop());
     this.redis = await startRedis();
     this.#closers.push(() => this.redis.stop());
     this.#settings = {
-      DATABASE_URL: databaseUrl,
-      REDIS_URL: this.redis.url,
-      HTTP_ENGINE: options.engine,
+      DATABASE_URL: databaseUrl, REDIS_URL: this.redis.url, HTTP_ENGINE: options.engine,
       INFERENCE_BASE_URL: `http://127.0.0.1:${upstream.port}/v1`,
-      INFERENCE_MODEL: BENCH_MODEL,
-      ACTOR_FAILOVER_MS: String(options.failoverMs),
+      INFERENCE_MODEL: BENCH_MODEL, ACTOR_FAILOVER_MS: String(options.failoverMs),
     };
     // One first, so the other does not race it through the migrations of an empty database.
     await this.startSlot('A');
@@ -100,9 +90,8 @@ export class Cluster {
     const label = `${slot}${++this.#count[slot]}`;
     const troupe = await startTroupe({ name: `troupe-${label}`, key: KEY, settings: this.#settings, keepOutput: true });
     // Logged before `troupe listening`, so it is in the output already.
-    const processId = colyseusProcessId(troupe.child.output()) ?? '';
+    const node: TroupeNode = { label, slot, troupe, processId: colyseusProcessId(troupe.child.output()) ?? '' };
     this.engine = String(troupe.child.readyInfo.engine);
-    const node: TroupeNode = { label, slot, troupe, processId };
     this.nodes[slot] = node;
     this.all.push(node);
     this.route[slot] = slot;
@@ -116,30 +105,25 @@ export class Cluster {
 
   async close(): Promise<void> {
     await Promise.all(this.all.map((node) => node.troupe.child.stop(0, 'SIGKILL')));
-    for (const close of this.#closers.reverse()) await close().catch((err: unknown) => process.stderr.write(`[outages] cleanup failed: ${String(err)}\n`));
+    const failed = (err: unknown) => process.stderr.write(`[outages] cleanup failed: ${String(err)}\n`);
+    for (const close of this.#closers.reverse()) await close().catch(failed);
   }
 }
 
-export interface PrivateRedis {
-  url: string;
-  /** SIGKILL, then start again empty on the same port; resolves once it accepts connections. */
-  restart(): Promise<{ downMs: number }>;
-  stop(): Promise<unknown>;
-}
-
-/** A `redis-server` of its own, saving nothing, as test/e2e/failover.test.ts starts one. */
-async function startRedis(): Promise<PrivateRedis> {
+/** A `redis-server` of its own, saving nothing; `restart` SIGKILLs it and starts it again empty on the same port. */
+async function startRedis() {
   const port = await freePort();
   const start = () =>
     new Promise<Tracked>((resolve, reject) => {
       const args = ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'];
-      const server = spawnTracked({ name: 'redis', command: 'redis-server', args, env: troupeEnv({}), cwd: ROOT, onLine: (line) => line.includes('Ready to accept connections') && resolve(server) });
+      const onLine = (line: string) => line.includes('Ready to accept connections') && resolve(server);
+      const server = spawnTracked({ name: 'redis', command: 'redis-server', args, env: childEnv({}), cwd: ROOT, onLine });
       void server.exited.then(() => reject(new Error(`redis-server exited:\n${server.tail()}`)));
     });
   let server = await start();
   return {
     url: `redis://127.0.0.1:${port}`,
-    async restart() {
+    async restart(): Promise<{ downMs: number }> {
       const t0 = performance.now();
       await server.stop(0, 'SIGKILL');
       server = await start();
@@ -150,6 +134,7 @@ async function startRedis(): Promise<PrivateRedis> {
 }
 
 function dropSync(baseUrl: string, name: string): void {
-  const script = `import postgres from 'postgres'; const sql = postgres(${JSON.stringify(baseUrl)}, { max: 1, onnotice: () => {} }); await sql.unsafe('drop database if exists ${name} with (force)'); await sql.end();`;
+  const script = `import postgres from 'postgres'; const sql = postgres(${JSON.stringify(baseUrl)}, { max: 1, onnotice: () => {} }); ` +
+    `await sql.unsafe('drop database if exists ${name} with (force)'); await sql.end();`;
   execFileSync(process.execPath, ['--input-type=module', '-e', script], { cwd: ROOT, stdio: 'ignore', timeout: 20_000 });
 }

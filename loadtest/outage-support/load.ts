@@ -6,11 +6,14 @@
 import { performance } from 'node:perf_hooks';
 import { setTimeout as sleep } from 'node:timers/promises';
 import WebSocket from 'ws';
-import { echoedMessage as replyTag } from '../support/upstream-reply.ts';
+import { parseJson } from '../support/children.ts';
+import { echoedMessage as replyTag } from '../support/upstream.ts';
+import { wsUrl } from '../support/sockets.ts';
 import { SLOTS, type Cluster, type Slot } from './cluster.ts';
 
 /** The player message of conversation `conv`, round `round`, sent through `slot`: each is unique, and the echo reply names it. */
-export const messageTag = (conv: number, round: number, slot: string): string => `c${String(conv).padStart(2, '0')}-r${String(round).padStart(4, '0')}-${slot}`;
+export const messageTag = (conv: number, round: number, slot: string): string =>
+  `c${String(conv).padStart(2, '0')}-r${String(round).padStart(4, '0')}-${slot}`;
 
 export function parseTag(tag: string): { conv: number; round: number; slot: string } | null {
   const m = /^c(\d+)-r(\d+)-([AB])$/.exec(tag);
@@ -26,40 +29,16 @@ export interface LoadOptions {
   readRate: number;
 }
 
-export interface Outcome {
-  t0: number;
-  t1: number;
-  /** HTTP status, or null when no answer came (see `error`). */
-  status: number | null;
-  /** The error body's `code`, or the connection error's (ECONNREFUSED, timeout, …). */
-  code: string | null;
-  /** The process it went to (A1, B2…), or null when its slot had none. */
-  node: string | null;
-}
-
-export interface Send extends Outcome {
-  conv: number;
-  round: number;
-  via: Slot;
-  tag: string;
-  /** The tag the reply in the 200 body answers. */
-  answeredTag: string | null;
-}
-
-export interface Read extends Outcome {
-  via: Slot;
-  kind: 'conversation' | 'character';
-}
-
-export interface ReplySeen {
-  replyId: string;
-  text: string;
-  chunks: number;
-  tFirst: number;
-  /** When each `done` arrived (more than one is a duplicate). */
-  dones: number[];
-  error: string | null;
-}
+/**
+ * status: HTTP status, or null when no answer came; code: the error body's `code`, or the connection
+ * error's (ECONNREFUSED, timeout, …); node: the process it went to (A1, B2…), null when its slot had none.
+ */
+export type Outcome = { t0: number; t1: number; status: number | null; code: string | null; node: string | null };
+/** answeredTag: the tag the reply in the 200 body answers. */
+export type Send = Outcome & { conv: number; round: number; via: Slot; tag: string; answeredTag: string | null };
+export type Read = Outcome & { via: Slot; kind: 'conversation' | 'character' };
+/** dones: when each `done` arrived (more than one is a duplicate). */
+export type ReplySeen = { replyId: string; text: string; chunks: number; tFirst: number; dones: number[]; error: string | null };
 
 export interface Session {
   conv: number;
@@ -87,7 +66,6 @@ export class Load {
   readonly #sockets = new Set<WebSocket>();
   #sending = true;
   #watching = true;
-
   constructor(cluster: Cluster, options: LoadOptions) {
     this.#cluster = cluster;
     this.#options = options;
@@ -137,13 +115,8 @@ export class Load {
         ...(body ? { body: JSON.stringify(body) } : {}),
         signal: AbortSignal.timeout(this.#options.requestTimeoutMs),
       });
-      const text = await res.text();
-      let parsed: unknown = null;
-      try {
-        parsed = JSON.parse(text);
-      } catch {
-        // not JSON: the status says enough
-      }
+      // Not JSON: the status says enough.
+      const parsed = parseJson(await res.text());
       const code = res.status === 200 ? null : String((parsed as { error?: { code?: unknown } } | null)?.error?.code ?? res.status);
       return { t0, t1: this.now(), status: res.status, code, node: node.label, body: parsed };
     } catch (err) {
@@ -160,11 +133,13 @@ export class Load {
       await Promise.all(
         SLOTS.map(async (via) => {
           const tag = messageTag(conv, round, via);
-          const send: Send = { conv, round, via, tag, answeredTag: null, t0: this.now(), t1: -1, status: null, code: null, node: this.#cluster.target(via)?.label ?? null };
+          const send: Send = { conv, round, via, tag, answeredTag: null, t0: this.now(), t1: -1, status: null, code: null,
+            node: this.#cluster.target(via)?.label ?? null };
           this.sends.push(send);
           const out = await this.#request(via, 'POST', `/conversations/${id}/messages`, { content: tag });
           const reply = (out.body as { characterMessage?: { content?: unknown } } | null)?.characterMessage?.content;
-          Object.assign(send, { t0: out.t0, t1: out.t1, status: out.status, code: out.code, node: out.node, answeredTag: typeof reply === 'string' ? replyTag(reply) : null });
+          Object.assign(send, { t0: out.t0, t1: out.t1, status: out.status, code: out.code, node: out.node,
+            answeredTag: typeof reply === 'string' ? replyTag(reply) : null });
         }),
       );
       await sleep(think());
@@ -205,8 +180,9 @@ export class Load {
         await sleep(250);
         continue;
       }
-      const session: Session = { conv, via, node: node.label, tReady: null, tClose: null, closeCode: null, replies: new Map(), doneOrder: [], errors: {}, events: 0 };
-      const ws = new WebSocket(`${node.troupe.base.replace('http://', 'ws://')}/conversations/${id}/ws?token=${this.#cluster.key}`);
+      const session: Session = { conv, via, node: node.label, tReady: null, tClose: null, closeCode: null, replies: new Map(),
+        doneOrder: [], errors: {}, events: 0 };
+      const ws = new WebSocket(wsUrl(node.troupe.base, id, this.#cluster.key));
       this.#sockets.add(ws);
       ws.on('message', (data) => this.#record(session, JSON.parse(String(data)) as Record<string, unknown>));
       const opened = await new Promise<boolean>((resolve) => {

@@ -2,28 +2,32 @@
 import { mkdir, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { callJson, roomPlacement } from '../support/troupe.ts';
-import { summarize } from '../support/report.ts';
+import type { Log } from '../support/children.ts';
+import { summarize, tally as countBy } from '../support/report.ts';
+import { createCharacter, createConversation, roomPlacement } from '../support/troupe.ts';
 import { checkHistories, checkSockets, incidents, type StoredMessage } from './check.ts';
 import { Cluster, gone, SLOTS, other, type ClusterOptions, type Slot } from './cluster.ts';
 import { Load, type Outcome, type Send } from './load.ts';
 import type { Settings } from '../outages.ts';
 
-type Log = (line: string) => void;
-
 /**
  * Starts a cluster and the load, runs `fault`, then stops the load and checks everything it saw.
  * `fault` resolves with what to measure, read once the load has stopped (every answer is in).
  */
-async function scenario<T extends object>(name: string, s: Settings, log: Log, options: Partial<ClusterOptions>, fault: (cluster: Cluster, load: Load, convs: number[]) => Promise<() => T>) {
-  const cluster = await Cluster.start({ databaseUrl: s.databaseUrl, engine: s.engine, proxyDatabase: false, failoverMs: 5_000, replyChunks: s.replyChunks, chunkDelayMs: s.chunkDelayMs, ...options });
+type Fault<T> = (cluster: Cluster, load: Load, convs: number[]) => Promise<() => T>;
+
+async function scenario<T extends object>(name: string, s: Settings, log: Log, options: Partial<ClusterOptions>, fault: Fault<T>) {
+  const { databaseUrl, engine, replyChunks, chunkDelayMs } = s;
+  const defaults = { databaseUrl, engine, proxyDatabase: false, failoverMs: 5_000, replyChunks, chunkDelayMs };
+  const cluster = await Cluster.start({ ...defaults, ...options });
   let load: Load | null = null;
   try {
     const api = { base: cluster.nodes.A!.troupe.base, auth: `Bearer ${cluster.key}` };
-    const characterId = (await callJson<{ id: string }>(api, 'POST', '/characters', { name: 'Warden' }, 201)).id;
+    const characterId = await createCharacter(api, 'Warden', '');
     const conversations: string[] = [];
-    for (let i = 0; i < s.conversations; i++) conversations.push((await callJson<{ id: string }>(api, 'POST', '/conversations', { characterId }, 201)).id);
-    load = new Load(cluster, { conversations, characterId, thinkMs: s.thinkMs, requestTimeoutMs: s.requestTimeoutMs, readRate: s.readRate });
+    for (let i = 0; i < s.conversations; i++) conversations.push(await createConversation(api, characterId));
+    const { thinkMs, requestTimeoutMs, readRate } = s;
+    load = new Load(cluster, { conversations, characterId, thinkMs, requestTimeoutMs, readRate });
     log(`${name}: ${cluster.engine} engine, ${conversations.length} conversations; load on, warming up ${s.warmupMs} ms`);
     load.start();
     await sleep(s.warmupMs);
@@ -37,7 +41,9 @@ async function scenario<T extends object>(name: string, s: Settings, log: Log, o
     const history = checkHistories(load.sends, histories);
     const odd = incidents(load.sends, histories, tFault);
     const logFiles: string[] = [];
-    if (history.lost + history.duplicated + history.reordered + history.notAlternating + history.wrongReply > 0 || odd.some((i) => i.answer === 'timeout') || cluster.all.some((node) => (node.troupe.child.exitInfo()?.code ?? null) !== null)) {
+    const broken = history.lost + history.duplicated + history.reordered + history.notAlternating + history.wrongReply > 0;
+    const crashed = cluster.all.some((node) => (node.troupe.child.exitInfo()?.code ?? null) !== null);
+    if (broken || odd.some((i) => i.answer === 'timeout') || crashed) {
       await mkdir(s.logDir, { recursive: true });
       for (const node of cluster.all) {
         const file = join(s.logDir, `${name.replace(/\W+/g, '-')}-${node.label}.log`);
@@ -51,7 +57,7 @@ async function scenario<T extends object>(name: string, s: Settings, log: Log, o
       tFault: Math.round(tFault), sockets: checkSockets(load.sends, histories, load.sessions, s.socketGraceMs), messages: tally(load.sends),
       replyBeforeFaultMs: spread(load.sends.filter((x) => x.status === 200 && x.t1 <= tFault).map((x) => x.t1 - x.t0)),
       refusedMs: spread(load.sends.filter((x) => x.status !== 200).map((x) => x.t1 - x.t0)),
-      /** Refused before the fault, i.e. not the fault's doing (so far: first messages of a new conversation through both processes at once). */
+      /** Refused before the fault, not its doing (so far: first messages of a new conversation through both processes at once). */
       refusedBeforeFault: tally(load.sends.filter((x) => x.status !== 200 && x.t1 < tFault)),
       refusedFromFault: tally(load.sends.filter((x) => x.status !== 200 && x.t1 >= tFault)),
       reads: tally(load.reads), logs: logSummary(cluster),
@@ -72,7 +78,8 @@ async function readHistory(cluster: Cluster, id: string): Promise<StoredMessage[
     for (const slot of SLOTS) {
       const node = cluster.nodes[slot];
       if (!node || gone(node)) continue;
-      const res = await fetch(`${node.troupe.base}/conversations/${id}`, { headers: { authorization: `Bearer ${cluster.key}` }, signal: AbortSignal.timeout(30_000) }).catch(() => null);
+      const init = { headers: { authorization: `Bearer ${cluster.key}` }, signal: AbortSignal.timeout(30_000) };
+      const res = await fetch(`${node.troupe.base}/conversations/${id}`, init).catch(() => null);
       if (res?.status === 200) return ((await res.json()) as { messages: StoredMessage[] }).messages;
     }
     await sleep(500);
@@ -95,7 +102,8 @@ export function redisRestart(s: Settings, log: Log) {
       const perSlot = SLOTS.map((via) => recovery(load, convs, tFault, (x) => x.via === via && x.t0 >= tFault));
       const bothTimes = convs.map((_, i) => Math.max(...perSlot.map((r) => r.times[i] ?? Number.NaN)));
       return {
-        redisDownMs: Math.round(downMs), answersAgainAnyMs: spread(any.times), answersAgainBothMs: spread(bothTimes.filter(Number.isFinite)),
+        redisDownMs: Math.round(downMs), answersAgainAnyMs: spread(any.times),
+        answersAgainBothMs: spread(bothTimes.filter(Number.isFinite)),
         answersAgainViaMs: Object.fromEntries(SLOTS.map((via, i) => [via, spread(perSlot[i]?.times ?? [])])),
         unrecovered: unrecovered.reduce((a, b) => a + b, 0),
         messagesAfterFault: tally(load.sends.filter((x) => x.t0 >= tFault && x.t0 < tFault + 5_000)),
@@ -120,9 +128,11 @@ export function processKill(s: Settings, log: Log, failoverMs: number) {
     return () => {
       const failover = recovery(load, owned, tKill, viaB);
       const others = convs.filter((c) => !owned.includes(c));
-      const otherLatency = load.sends.filter((x) => others.includes(x.conv) && x.via === 'B' && x.t1 > tKill && x.t0 < tKill + failoverMs).map((x) => x.t1 - x.t0);
+      const meanwhile = (x: Send) => others.includes(x.conv) && x.via === 'B' && x.t1 > tKill && x.t0 < tKill + failoverMs;
+      const otherLatency = load.sends.filter(meanwhile).map((x) => x.t1 - x.t0);
       const inFlightToKilled = { n: inFlight.length, outcomes: tally(inFlight) };
-      return { failoverMs, actorsOnKilled: owned.length, inFlightToKilled, failoverTimeMs: spread(failover.times), notTakenOver, otherConversationsReplyMs: spread(otherLatency) };
+      const [failoverTimeMs, otherConversationsReplyMs] = [spread(failover.times), spread(otherLatency)];
+      return { failoverMs, actorsOnKilled: owned.length, inFlightToKilled, failoverTimeMs, notTakenOver, otherConversationsReplyMs };
     };
   });
 }
@@ -137,8 +147,9 @@ export function postgresOutage(s: Settings, log: Log, mode: 'reset' | 'blackhole
     await proxy.restore();
     log(`PostgreSQL ${mode}: cut for ${Math.round(tRestore - tCut)} ms; waiting for every conversation to answer again`);
     const after = (x: { t0: number }) => x.t0 >= tRestore;
-    await waitUntil(() => SLOTS.every((via) => recovery(load, convs, tRestore, (x) => x.via === via && after(x)).missing.length === 0), s.recoveryCapMs);
-    const unrecovered = SLOTS.map((via) => recovery(load, convs, tRestore, (x) => x.via === via && after(x)).missing.length).reduce((a, b) => a + b, 0);
+    const missing = (via: Slot) => recovery(load, convs, tRestore, (x) => x.via === via && after(x)).missing.length;
+    await waitUntil(() => SLOTS.every((via) => missing(via) === 0), s.recoveryCapMs);
+    const unrecovered = SLOTS.map(missing).reduce((a, b) => a + b, 0);
     return () => measurePostgres(load, convs, tCut, tRestore, unrecovered);
   });
 }
@@ -157,7 +168,11 @@ function measurePostgres(load: Load, convs: number[], tCut: number, tRestore: nu
   });
   return {
     outageMs: Math.round(tRestore - tCut),
-    during: { messages: tally(load.sends.filter(during)), conversationReads: tally(load.reads.filter((x) => during(x) && x.kind === 'conversation')), characterReads: tally(load.reads.filter((x) => during(x) && x.kind === 'character')) },
+    during: {
+      messages: tally(load.sends.filter(during)),
+      conversationReads: tally(load.reads.filter((x) => during(x) && x.kind === 'conversation')),
+      characterReads: tally(load.reads.filter((x) => during(x) && x.kind === 'character')),
+    },
     okDuring: { beforeRestore: ok.filter((x) => x.t1 < tRestore).length, heldUntilAfter: ok.filter((x) => x.t1 >= tRestore).length },
     heldMs: spread(ok.map((x) => x.t1 - x.t0)),
     /** Every answer to a request that needs the database (messages, history reads) started during the outage. */
@@ -165,7 +180,9 @@ function measurePostgres(load: Load, convs: number[], tCut: number, tRestore: nu
     latency503Ms: spread(outages.filter((x) => x.status === 503).map((x) => x.t1 - x.t0)),
     readLatency503Ms: spread(load.reads.filter((x) => during(x) && x.status === 503).map((x) => x.t1 - x.t0)),
     messageLatency503Ms: spread(load.sends.filter(during).filter((x) => x.status === 503).map((x) => x.t1 - x.t0)),
-    inFlightAtCut: { n: strays.length, outcomes: tally(strays), slowestMs: strays.length ? Math.round(Math.max(...strays.map((x) => x.t1 - tCut))) : null },
+    inFlightAtCut: {
+      n: strays.length, outcomes: tally(strays), slowestMs: strays.length ? Math.round(Math.max(...strays.map((x) => x.t1 - tCut))) : null,
+    },
     messagesBackMs: spread(convs.map((_, i) => Math.max(...perSlot.map((r) => r.times[i] ?? Number.NaN))).filter(Number.isFinite)),
     unrecovered,
     readsBackMs: Object.fromEntries(SLOTS.map((via, i) => [via, readsBack[i]])),
@@ -175,7 +192,8 @@ function measurePostgres(load: Load, convs: number[], tCut: number, tRestore: nu
 
 export function rollingRestart(s: Settings, log: Log) {
   return scenario('rolling restart', s, log, {}, async (cluster, load) => {
-    const steps: { node: string; tTerm: number; drainMs: number; exitCode: number | null; inFlight: number; inFlightOutcomes: Record<string, number>; startMs: number }[] = [];
+    type Step = { node: string; tTerm: number; drainMs: number; exitCode: number | null; inFlight: number; startMs: number };
+    const steps: (Step & { inFlightOutcomes: Record<string, number> })[] = [];
     for (const slot of SLOTS) {
       const node = cluster.nodes[slot]!;
       cluster.route[slot] = other(slot); // out of rotation first, as a balancer does
@@ -186,22 +204,22 @@ export function rollingRestart(s: Settings, log: Log) {
       await waitUntil(() => inFlight.every((x) => x.t1 >= 0), 5_000);
       const started = load.now();
       const next = await cluster.startSlot(slot);
-      log(`rolling restart: ${node.label} drained in ${Math.round(drainMs)} ms (exit ${code}, ${inFlight.length} messages in flight to it); ${next.label} up in ${Math.round(load.now() - started)} ms`);
-      steps.push({ node: node.label, tTerm, drainMs: Math.round(drainMs), exitCode: code, inFlight: inFlight.length, inFlightOutcomes: tally(inFlight), startMs: Math.round(load.now() - started) });
+      const startMs = Math.round(load.now() - started);
+      log(`rolling restart: ${node.label} drained in ${Math.round(drainMs)} ms (exit ${code}, ` +
+        `${inFlight.length} messages in flight to it); ` +
+        `${next.label} up in ${startMs} ms`);
+      const step = { node: node.label, tTerm, drainMs: Math.round(drainMs), exitCode: code, inFlight: inFlight.length };
+      steps.push({ ...step, inFlightOutcomes: tally(inFlight), startMs });
       await sleep(s.rollingSettleMs);
     }
     // Messages refused from SIGTERM until the next process was up, wherever they went.
-    const refused = (step: (typeof steps)[number]) => tally(load.sends.filter((x) => x.status !== 200 && x.t0 >= step.tTerm && x.t0 < step.tTerm + step.drainMs + step.startMs));
+    const refused = (step: Step) =>
+      tally(load.sends.filter((x) => x.status !== 200 && x.t0 >= step.tTerm && x.t0 < step.tTerm + step.drainMs + step.startMs));
     return () => ({ steps: steps.map((step) => ({ ...step, tTerm: undefined, refusedMeanwhile: refused(step) })) });
   });
 }
 
-export interface Spread {
-  n: number;
-  p50: number | null;
-  p99: number | null;
-  max: number | null;
-}
+export type Spread = { n: number; p50: number | null; p99: number | null; max: number | null };
 
 function spread(values: readonly number[]): Spread {
   const s = summarize(values);
@@ -213,7 +231,7 @@ function spread(values: readonly number[]): Spread {
  * Per conversation (indices in `convs`), ms from `since` to the first 200 among the sends that
  * match `which`; conversations with none yet are `missing`.
  */
-function recovery(load: Load, convs: readonly number[], since: number, which: (s: Send) => boolean): { times: number[]; missing: number[] } {
+function recovery(load: Load, convs: readonly number[], since: number, which: (s: Send) => boolean) {
   const times: number[] = [];
   const missing: number[] = [];
   for (const conv of convs) {
@@ -236,14 +254,8 @@ async function waitUntil(done: () => boolean, capMs: number): Promise<boolean> {
 }
 
 /** Outcomes by status or error code, e.g. `{ "200": 40, "503 database_unavailable": 12, "ECONNREFUSED": 3 }`. */
-function tally(outcomes: readonly Outcome[]): Record<string, number> {
-  const counts: Record<string, number> = {};
-  for (const o of outcomes) {
-    const key = o.status === null ? String(o.code) : o.status === 200 ? '200' : `${o.status} ${o.code ?? ''}`.trim();
-    counts[key] = (counts[key] ?? 0) + 1;
-  }
-  return counts;
-}
+const tally = (outcomes: readonly Outcome[]): Record<string, number> =>
+  countBy(outcomes, (o) => (o.status === null ? String(o.code) : o.status === 200 ? '200' : `${o.status} ${o.code ?? ''}`.trim()));
 
 /** After `from`: when `/readyz` on the slot first failed, and when it answered 200 again (ms after `from`). */
 function readiness(load: Load, via: Slot, from: number): { notReadyAfterMs: number | null; readyAgainAfterMs: number | null } {
@@ -274,7 +286,8 @@ function logSummary(cluster: Cluster): Record<string, { counts: Record<string, n
       }
       if ((entry.level ?? 0) < 40 && !/listed again|shutting down/.test(entry.msg ?? '')) continue;
       // Ids and ports vary line to line; the message is what to count by.
-      const detail = (entry.err?.message ?? '').replace(/\b(conv|reply|req)_\w+/g, '$1_…').replace(/127\.0\.0\.1:\d+/g, '127.0.0.1:…').slice(0, 120);
+      const detail = (entry.err?.message ?? '').replace(/\b(conv|reply|req)_\w+/g, '$1_…').replace(/127\.0\.0\.1:\d+/g, '127.0.0.1:…')
+        .slice(0, 120);
       const key = `${entry.level ?? '?'} ${entry.msg ?? '?'}${detail ? `: ${detail}` : ''}`;
       if (counts[key] === undefined && examples.length < 6) examples.push(line.slice(0, 400));
       counts[key] = (counts[key] ?? 0) + 1;

@@ -1,21 +1,24 @@
 /**
- * Child processes of a benchmark: spawned with piped output that is always drained (a chatty
- * child never blocks on a full pipe), waited for on their ready line or by polling a health path,
- * and killed however this process ends. Also what every main() does around its measurements.
+ * A benchmark's child processes and its run: children whose piped output is always drained (a
+ * chatty child never blocks), awaited on their ready line or a health path, killed however the
+ * benchmark ends; and runBench, what every benchmark does around its measurements.
  */
 import { execFile, spawn, type ChildProcess } from 'node:child_process';
 import { createServer, type AddressInfo } from 'node:net';
 import { cpus } from 'node:os';
+import { dirname, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 
+export const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '..', '..');
 export const execFileAsync = promisify(execFile);
 export const delay = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms).unref());
+export type Log = (line: string) => void;
+export const logger = (name: string): Log => (line) => void process.stderr.write(`[${name}] ${line}\n`);
 
-export interface ExitInfo {
-  code: number | null;
-  signal: NodeJS.Signals | null;
-}
+export type ExitInfo = { code: number | null; signal: NodeJS.Signals | null };
 
+/** onSpawn: the pid as soon as the process exists; keepOutput: every line kept for output() (logs read afterwards). */
 export interface SpawnOptions {
   name: string;
   command: string;
@@ -23,28 +26,22 @@ export interface SpawnOptions {
   env: NodeJS.ProcessEnv;
   cwd: string;
   stdin?: 'pipe' | 'ignore';
-  /** Called with the pid as soon as the process exists (bench:memory samples start-up). */
   onSpawn?: (pid: number) => void;
+  keepOutput?: boolean;
+  onLine?: (line: string) => void;
 }
 
-export interface Tracked {
-  readonly name: string;
-  child: ChildProcess & { stdin: NonNullable<ChildProcess['stdin']>; stdout: NonNullable<ChildProcess['stdout']>; stderr: NonNullable<ChildProcess['stderr']> };
-  readonly pid: number;
-  exited: Promise<ExitInfo>;
-  exitInfo(): ExitInfo | null;
-  /** The last 4 KB of stdout and stderr. */
-  tail(): string;
-  /** Every stdout line, with `keepOutput` (a scenario that reads logs afterwards). */
-  output(): string;
-  /** SIGTERM (or `signal`), SIGKILL after `graceMs`; resolves once the process is gone. */
-  stop(graceMs?: number, signal?: NodeJS.Signals): Promise<ExitInfo>;
-}
+type Piped = ChildProcess & { [K in 'stdin' | 'stdout' | 'stderr']: NonNullable<ChildProcess[K]> };
+/** tail(): the last 4 KB of stdout and stderr; stop(): SIGTERM (or `signal`), SIGKILL after `graceMs`. */
+export type Tracked = ReturnType<typeof spawnTracked>;
+/** A child that answers: its port and its parsed ready line (`{engine, ...}` for Troupe). */
+export type Launched = Tracked & { readonly port: number; readonly readyInfo: Readonly<Record<string, unknown>> };
 
-/** A child that answers: its port and the parsed ready line (`{engine, database, ...}` for Troupe). */
-export interface Launched extends Tracked {
-  readonly port: number;
-  readonly readyInfo: Readonly<Record<string, unknown>>;
+/** What a process needs to run at all: everything else a child gets is the benchmark's, never the developer's shell. */
+export function childEnv(settings: Record<string, string>): NodeJS.ProcessEnv {
+  const env: NodeJS.ProcessEnv = {};
+  for (const name of ['PATH', 'HOME', 'TMPDIR', 'LANG']) if (process.env[name] !== undefined) env[name] = process.env[name];
+  return Object.assign(env, settings);
 }
 
 const live = new Set<ChildProcess>();
@@ -68,22 +65,24 @@ function installCleanupHandlers(): void {
   }
 }
 
-export function spawnTracked(options: SpawnOptions & { keepOutput?: boolean; onLine?: (line: string) => void }): Tracked {
+export function spawnTracked(options: SpawnOptions) {
   installCleanupHandlers();
-  const child = spawn(options.command, [...options.args], { cwd: options.cwd, env: options.env, stdio: [options.stdin ?? 'ignore', 'pipe', 'pipe'] }) as Tracked['child'];
+  const stdio: ('pipe' | 'ignore')[] = [options.stdin ?? 'ignore', 'pipe', 'pipe'];
+  const child = spawn(options.command, [...options.args], { cwd: options.cwd, env: options.env, stdio }) as Piped;
   live.add(child);
   options.onSpawn?.(child.pid ?? -1);
-  const state: { exit: ExitInfo | null; tail: string; all: string; pending: string } = { exit: null, tail: '', all: '', pending: '' };
-  const remember = (text: string) => void (state.tail = (state.tail + text).slice(-4096));
-  const exited = new Promise<ExitInfo>((resolve) => child.once('exit', (code, signal) => (live.delete(child), resolve((state.exit = { code, signal })))));
-  child.once('error', (err) => remember(`\nspawn failed: ${err.message}\n`));
-  child.stderr.setEncoding('utf8').on('data', (text: string) => {
-    remember(text);
+  const state = { exit: null as ExitInfo | null, tail: '', all: '', pending: '' };
+  const remember = (text: string) => {
+    state.tail = (state.tail + text).slice(-4096);
     if (options.keepOutput) state.all += text;
+  };
+  const exited = new Promise<ExitInfo>((resolve) => {
+    child.once('exit', (code, signal) => (live.delete(child), resolve((state.exit = { code, signal }))));
   });
+  child.once('error', (err) => remember(`\nspawn failed: ${err.message}\n`));
+  child.stderr.setEncoding('utf8').on('data', remember);
   child.stdout.setEncoding('utf8').on('data', (text: string) => {
     remember(text);
-    if (options.keepOutput) state.all += text;
     if (!options.onLine) return;
     const lines = (state.pending + text).split('\n');
     state.pending = lines.pop() ?? '';
@@ -95,16 +94,28 @@ export function spawnTracked(options: SpawnOptions & { keepOutput?: boolean; onL
     const timer = setTimeout(() => child.kill('SIGKILL'), graceMs);
     return exited.finally(() => clearTimeout(timer));
   };
-  return { name: options.name, child, pid: child.pid ?? -1, exited, exitInfo: () => state.exit, tail: () => state.tail, output: () => state.all, stop };
+  const pid = child.pid ?? -1;
+  const exitInfo = (): ExitInfo | null => state.exit;
+  return { name: options.name, child, pid, exited, exitInfo, tail: () => state.tail, output: () => state.all, stop };
 }
 
+/** A JSON object, or null for anything else. */
+export const parseJson = (line: string): Record<string, unknown> | null => {
+  try {
+    const value: unknown = JSON.parse(line);
+    return typeof value === 'object' && value !== null ? (value as Record<string, unknown>) : null;
+  } catch {
+    return null;
+  }
+};
+
 /** Waits for the JSON stdout line `{"msg":<readyMsg>,"port":N,...}`. */
-export function launch(options: SpawnOptions & { readyMsg: string; readyTimeoutMs: number; keepOutput?: boolean }): Promise<Launched> {
+export function launch(options: SpawnOptions & { readyMsg: string; readyTimeoutMs?: number }): Promise<Launched> {
+  const timeoutMs = options.readyTimeoutMs ?? 30_000;
   return new Promise<Launched>((resolve, reject) => {
     let ready = false;
     const onLine = (line: string) => {
-      if (ready || !line.includes(options.readyMsg)) return;
-      const info = parseJson(line);
+      const info = ready || !line.includes(options.readyMsg) ? null : parseJson(line);
       if (info?.msg !== options.readyMsg || typeof info.port !== 'number') return;
       ready = true;
       clearTimeout(timer);
@@ -117,13 +128,15 @@ export function launch(options: SpawnOptions & { readyMsg: string; readyTimeoutM
       tracked.child.kill('SIGKILL');
       reject(new Error(`${options.name}: ${why}\n--- last output ---\n${tracked.tail()}`));
     };
-    const timer = setTimeout(() => fail(`no "${options.readyMsg}" line within ${options.readyTimeoutMs} ms`), options.readyTimeoutMs);
+    const timer = setTimeout(() => fail(`no "${options.readyMsg}" line within ${timeoutMs} ms`), timeoutMs);
     void tracked.exited.then((e) => fail(`exited before it was ready (code ${e.code}, signal ${e.signal})`));
   });
 }
 
-/** For a child that does not log its port (Troupe below LOG_LEVEL=info, Portkey): the port is chosen first, `healthPath` polled. */
-export async function launchPolled(options: SpawnOptions & { port: number; readyTimeoutMs: number; healthPath?: string }): Promise<Launched> {
+/** For a child that does not log its port (Troupe below LOG_LEVEL=info, Portkey): `port` chosen first, `healthPath` polled. */
+type PolledOptions = SpawnOptions & { port: number; readyTimeoutMs: number; healthPath?: string };
+
+export async function launchPolled(options: PolledOptions): Promise<Launched> {
   const tracked = spawnTracked(options);
   const url = `http://127.0.0.1:${options.port}${options.healthPath ?? '/healthz'}`;
   const deadline = Date.now() + options.readyTimeoutMs;
@@ -131,20 +144,13 @@ export async function launchPolled(options: SpawnOptions & { port: number; ready
     const res = await fetch(url, { signal: AbortSignal.timeout(2_000) }).catch(() => null);
     await res?.arrayBuffer();
     // uWebSockets.js names itself in a response header; node:http does not.
-    if (res?.status === 200) return { ...tracked, port: options.port, readyInfo: { engine: res.headers.has('uwebsockets') ? 'uws' : 'node', port: options.port } };
+    const engine = res?.headers.has('uwebsockets') ? 'uws' : 'node';
+    if (res?.status === 200) return { ...tracked, port: options.port, readyInfo: { engine, port: options.port } };
     await delay(100);
   }
   tracked.child.kill('SIGKILL');
-  throw new Error(`${options.name}: ${tracked.exitInfo() ? 'exited before it answered' : `no 200 from ${url}`}\n--- last output ---\n${tracked.tail()}`);
-}
-
-export function parseJson(line: string): Record<string, unknown> | null {
-  try {
-    const value: unknown = JSON.parse(line);
-    return typeof value === 'object' && value !== null ? (value as Record<string, unknown>) : null;
-  } catch {
-    return null;
-  }
+  const why = tracked.exitInfo() ? 'exited before it answered' : `no 200 from ${url}`;
+  throw new Error(`${options.name}: ${why}\n--- last output ---\n${tracked.tail()}`);
 }
 
 /** A port nobody listens on right now (the usual small race with other processes applies). */
@@ -162,23 +168,35 @@ export function withFileLimit(limit: number, command: string, args: readonly str
   return { command: 'bash', args: ['-c', script, command, ...args] };
 }
 
+/** `stamp` names the result files. */
+export type Run = { started: number; stamp: string; log: Log };
+
 /**
- * Checks the Node version, makes sure no child outlives this process, and arms a last-resort
- * timer that kills every child and exits with code 2. Gives the run's file-name stamp.
+ * Runs a benchmark's `main`: Node >= 24, no child outliving it, a last-resort timer that kills
+ * every child and exits with code 2 after `budgetMs`, and exit code 1 with the stack on failure.
  */
-export function startRun(name: string, budgetMs: number): { started: number; stamp: string; disarm: () => void } {
+export function runBench(name: string, budgetMs: number, main: (run: Run) => Promise<void>): void {
+  const log = logger(name);
   if (Number(process.versions.node.split('.')[0]) < 24) throw new Error(`run with Node >= 24 (npm run ${name}), not ${process.version}`);
   installCleanupHandlers();
   const deadline = setTimeout(() => {
-    process.stderr.write(`\n[${name}] overall time budget of ${Math.round(budgetMs / 1000)} s exceeded: killing children\n`);
+    log(`overall time budget of ${Math.round(budgetMs / 1000)} s exceeded: killing children`);
     killAllChildren();
     process.exit(2);
   }, budgetMs).unref();
-  return { started: Date.now(), stamp: new Date().toISOString().replace(/[:.]/g, '-'), disarm: () => clearTimeout(deadline) };
+  const run = { started: Date.now(), stamp: new Date().toISOString().replace(/[:.]/g, '-'), log };
+  main(run).then(
+    () => (clearTimeout(deadline), process.exit(process.exitCode ?? 0)),
+    (err: unknown) => {
+      log(`failed: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}`);
+      killAllChildren();
+      process.exit(1);
+    },
+  );
 }
 
 /** Which Troupe was measured: HEAD and the files of src/ that differ from it (others edit it too). */
-export async function gitState(root: string): Promise<{ head: string; dirtySrc: string[] }> {
+export async function gitState(root = ROOT): Promise<{ head: string; dirtySrc: string[] }> {
   const git = (args: string[]) => execFileAsync('git', args, { cwd: root, timeout: 10_000 }).then((r) => r.stdout, () => '');
   const head = (await git(['rev-parse', '--short', 'HEAD'])).trim() || 'unknown';
   const status = await git(['status', '--porcelain', '--', 'src']);

@@ -1,9 +1,7 @@
-/** Reading the benchmarks' BENCH_* settings from the environment, with the same errors everywhere. */
+/** The benchmarks' BENCH_* settings, with the same errors everywhere. */
 
 /** The trimmed value, or undefined when unset or blank. */
-export function envText(name: string): string | undefined {
-  return process.env[name]?.trim() || undefined;
-}
+export const envText = (name: string): string | undefined => process.env[name]?.trim() || undefined;
 
 /** A number >= `min` (an integer unless `integer` is false), or `fallback` when unset. */
 export function envNumber(name: string, fallback: number, min: number, integer = true): number {
@@ -16,10 +14,7 @@ export function envNumber(name: string, fallback: number, min: number, integer =
   return value;
 }
 
-/** 1, true or yes. */
-export function envFlag(name: string): boolean {
-  return ['1', 'true', 'yes'].includes(envText(name) ?? '');
-}
+export const envFlag = (name: string): boolean => ['1', 'true', 'yes'].includes(envText(name) ?? '');
 
 /** A comma-separated subset of `known` (all of them when unset), in `known`'s order. */
 export function envList<T extends string>(name: string, known: readonly T[]): T[] {
@@ -37,7 +32,7 @@ export function envRates(name: string, fallback: string): number[] {
   return [...new Set(rates)].sort((a, b) => a - b);
 }
 
-export const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'];
+const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'];
 
 /** A pino level for Troupe's LOG_LEVEL. */
 export function envLogLevel(name: string, fallback: string): string {
@@ -45,3 +40,9 @@ export function envLogLevel(name: string, fallback: string): string {
   if (!LOG_LEVELS.includes(value)) throw new Error(`${name} must be one of ${LOG_LEVELS.join(', ')}`);
   return value;
 }
+
+/** BENCH_DATABASE_URL: the PostgreSQL server temporary databases are made on. */
+export const envDatabaseUrl = (): string => envText('BENCH_DATABASE_URL') ?? 'postgres://postgres@127.0.0.1:5432/test';
+
+/** A database URL with its password masked, for reports. */
+export const redactUrl = (url: string): string => url.replace(/\/\/([^:@/]*):[^@/]*@/, '//$1:***@');

@@ -1,20 +1,19 @@
 /**
  * The open-loop HTTP load generator: request i starts at t0 + i / (rate * targets) whatever
  * happened to the earlier ones (no coordinated omission), alternating between the targets so each
- * gets `rate` req/s and all live through the same moments of a shared machine; the warm-up ones
- * are not reported. node:http with one keep-alive Agent per target: the least client CPU per
- * request (fetch adds web streams). Per measured request: time to first content (streams: the
- * first chunk with a non-empty `"content":"`; otherwise the first body bytes) and total time.
- * A request fails on a non-2xx status, a socket error, the timeout, a reply that is (not) an
- * event stream when the target says otherwise, a stream without `data: [DONE]`, or `check`.
- * Also: autocannon's closed loop (`saturate`), for throughput.
+ * gets `rate` req/s and all live through the same moments of a shared machine; warm-up requests
+ * are not reported. node:http with a keep-alive Agent per target: the least client CPU per request.
+ * Per measured request: time to first content (streams: the first chunk with a non-empty
+ * `"content":"`; else the first body bytes) and total time. A request fails on a non-2xx status, a
+ * socket error, the timeout, a reply that is (not) an event stream when the target says otherwise,
+ * a stream without `data: [DONE]`, or `check`. Also autocannon's closed loop (`saturate`).
  */
 import { Agent, request as httpRequest } from 'node:http';
 import { performance } from 'node:perf_hooks';
 import autocannon from 'autocannon';
 import { startCpuWindow, type CpuWindow, type WatchedProcess } from './proc.ts';
 import type { Troupe } from './troupe.ts';
-import { LAST_BODY_PATH } from './upstream-reply.ts';
+import { LAST_BODY_PATH } from './upstream.ts';
 
 export interface HttpTarget {
   label: string;
@@ -29,28 +28,20 @@ export interface HttpTarget {
   check?: (body: Buffer) => string | null;
 }
 
-export interface TargetRun {
-  label: string;
-  rate: number;
-  /** Measured requests scheduled, and those that succeeded. */
-  scheduled: number;
-  ok: number;
-  /** Successful measured requests, ms, in completion order. */
-  ttfc: number[];
-  total: number[];
-  /** Scheduled instant of each successful measured request, ms after the window opened. */
-  scheduledAt: number[];
-  errors: Record<string, number>;
-  errorSamples: Record<string, string>;
+export type TargetRun = ReturnType<typeof newRun> & { cpu: CpuWindow | null };
+
+const newRun = (label: string, rate: number) => ({
+  label, rate, scheduled: 0, ok: 0,
+  /** Successful measured requests, ms, in completion order; `scheduledAt`: ms after the window opened. */
+  ttfc: [] as number[], total: [] as number[], scheduledAt: [] as number[],
+  errors: {} as Record<string, number>, errorSamples: {} as Record<string, string>,
   /** How late requests were handed to node:http after their scheduled time (ms). */
-  lag: number[];
+  lag: [] as number[],
   /** Successful completions inside the measured window, per second. */
-  achievedRps: number;
-  maxInFlight: number;
-  cpu: CpuWindow | null;
+  achievedRps: 0, maxInFlight: 0,
   /** CLOCK_MONOTONIC µs (V8 profiles' clock) of the measured window. */
-  monotonicUs: { start: number; end: number };
-}
+  monotonicUs: { start: 0, end: 0 },
+});
 
 export const monotonicUs = (): number => Number(process.hrtime.bigint() / 1000n);
 const CONTENT = Buffer.from('"content":"');
@@ -63,6 +54,7 @@ function hasContent(buf: Buffer): boolean {
 }
 
 type Done = (failure: string | null, detail: string, first: number, body: Buffer) => void;
+const errorKind = (err: Error): string => (err as NodeJS.ErrnoException).code?.toLowerCase() ?? 'error';
 
 function send(target: HttpTarget, agent: Agent | undefined, timeoutMs: number, done: Done): void {
   let settled = false;
@@ -73,8 +65,10 @@ function send(target: HttpTarget, agent: Agent | undefined, timeoutMs: number, d
     done(failure, detail, first, body);
   };
   const none = Buffer.alloc(0);
+  const fail = (kind: string, detail: string) => settle(kind, detail, 0, none);
   const headers = target.body ? { ...target.headers, 'content-length': String(target.body.byteLength) } : target.headers;
-  const req = httpRequest({ host: '127.0.0.1', port: target.port, method: target.method, path: target.path, headers, agent }, (res) => {
+  const { port, method, path } = target;
+  const req = httpRequest({ host: '127.0.0.1', port, method, path, headers, agent }, (res) => {
     const status = res.statusCode ?? 0;
     const isStream = String(res.headers['content-type'] ?? '').startsWith('text/event-stream');
     const wrong = status < 200 || status > 299 || isStream !== (target.stream === true);
@@ -96,20 +90,24 @@ function send(target: HttpTarget, agent: Agent | undefined, timeoutMs: number, d
       const problem = target.check?.(body) ?? null;
       settle(problem === null ? null : 'bad_body', problem ?? '', first || performance.now(), body);
     });
-    res.on('error', (err) => settle(errorKind(err), err.message, 0, none));
-    res.on('close', () => settle('closed_early', 'response closed before its end', 0, none));
+    res.on('error', (err) => fail(errorKind(err), err.message));
+    res.on('close', () => fail('closed_early', 'response closed before its end'));
   });
-  const timer = setTimeout(() => (settle('timeout', `no end within ${timeoutMs} ms`, 0, none), req.destroy()), timeoutMs);
-  req.on('error', (err) => settle(errorKind(err), err.message, 0, none));
+  const timer = setTimeout(() => (fail('timeout', `no end within ${timeoutMs} ms`), req.destroy()), timeoutMs);
+  req.on('error', (err) => fail(errorKind(err), err.message));
   req.end(target.body);
 }
 
-const errorKind = (err: Error): string => (err as NodeJS.ErrnoException).code?.toLowerCase() ?? 'error';
-
 /** One request with its body, for pre-flight checks. */
-export function requestOnce(target: HttpTarget, timeoutMs = 15_000): Promise<{ failure: string | null; detail: string; body: Buffer; ms: number }> {
+type Once = { failure: string | null; detail: string; body: Buffer; ms: number };
+
+export function requestOnce(target: HttpTarget, timeoutMs = 15_000): Promise<Once> {
   const start = performance.now();
-  return new Promise((resolve) => send(target, undefined, timeoutMs, (failure, detail, _first, body) => resolve({ failure, detail, body, ms: performance.now() - start })));
+  return new Promise((resolve) => {
+    send(target, undefined, timeoutMs, (failure, detail, _first, body) => {
+      resolve({ failure, detail, body, ms: performance.now() - start });
+    });
+  });
 }
 
 export interface LoadOptions {
@@ -126,10 +124,7 @@ export interface LoadOptions {
 
 export async function runLoad(targets: readonly HttpTarget[], options: LoadOptions): Promise<TargetRun[]> {
   const n = targets.length;
-  const runs: TargetRun[] = targets.map((t) => ({
-    label: t.label, rate: options.rate, scheduled: 0, ok: 0, ttfc: [], total: [], scheduledAt: [], errors: {}, errorSamples: {}, lag: [],
-    achievedRps: 0, maxInFlight: 0, cpu: null, monotonicUs: { start: 0, end: 0 },
-  }));
+  const runs: TargetRun[] = targets.map((t) => ({ ...newRun(t.label, options.rate), cpu: null }));
   const inFlight = targets.map(() => 0);
   const doneInWindow = targets.map(() => 0);
   const agents = targets.map(() => new Agent({ keepAlive: true, maxSockets: 4096, scheduling: 'lifo' }));
@@ -144,7 +139,6 @@ export async function runLoad(targets: readonly HttpTarget[], options: LoadOptio
   let next = 0;
   let allDone: () => void = () => {};
   const finished = new Promise<void>((resolve) => (allDone = resolve));
-
   const fire = (index: number, scheduled: number) => {
     const which = index % n;
     const [target, run] = [targets[which], runs[which]];
@@ -192,18 +186,24 @@ export async function runLoad(targets: readonly HttpTarget[], options: LoadOptio
   const monotonicEnd = monotonicUs();
   if (pending > 0) await finished;
   options.onWindow?.('end');
-  runs.forEach((run, i) => Object.assign(run, { achievedRps: (doneInWindow[i] ?? 0) / options.durationSec, cpu, monotonicUs: { start: window.start, end: monotonicEnd } }));
+  runs.forEach((run, i) => {
+    const achievedRps = (doneInWindow[i] ?? 0) / options.durationSec;
+    Object.assign(run, { achievedRps, cpu, monotonicUs: { start: window.start, end: monotonicEnd } });
+  });
   for (const agent of agents) agent.destroy();
   return runs;
 }
 
 /** autocannon's closed loop (`connections` requests always in flight), bounded in time even if the target stalls. */
-export function saturate(options: { url: string; connections: number; durationSec: number; headers: Record<string, string> }): Promise<{ requestsPerSec: number; latencyMs: { p50: number; p99: number }; totalRequests: number; failures: number }> {
-  return new Promise((resolve, reject) => {
+export function saturate(options: { url: string; connections: number; durationSec: number; headers: Record<string, string> }) {
+  type Stats = { requestsPerSec: number; latencyMs: { p50: number; p99: number }; totalRequests: number; failures: number };
+  return new Promise<Stats>((resolve, reject) => {
     const instance = autocannon({ ...options, duration: options.durationSec, timeout: 10 }, (err: unknown, r) => {
       clearTimeout(stopTimer);
       if (err) return reject(err instanceof Error ? err : new Error(String(err)));
-      resolve({ requestsPerSec: r.requests.average, latencyMs: { p50: r.latency.p50, p99: r.latency.p99 }, totalRequests: r.requests.total, failures: r.non2xx + r.errors + r.timeouts });
+      const latencyMs = { p50: r.latency.p50, p99: r.latency.p99 };
+      const failures = r.non2xx + r.errors + r.timeouts;
+      resolve({ requestsPerSec: r.requests.average, latencyMs, totalRequests: r.requests.total, failures });
     });
     const stopTimer = setTimeout(() => instance.stop(), (options.durationSec + 10) * 1000);
   });
@@ -215,7 +215,8 @@ export function saturate(options: { url: string; connections: number; durationSe
  */
 export async function performTargets(troupe: Troupe, characterId: string, line: string, upstreamPort: number, expected?: Buffer) {
   const perform: HttpTarget = {
-    label: 'perform', port: troupe.child.port, method: 'POST', path: '/perform', headers: { authorization: troupe.auth, 'content-type': 'application/json' },
+    label: 'perform', port: troupe.child.port, method: 'POST', path: '/perform',
+    headers: { authorization: troupe.auth, 'content-type': 'application/json' },
     body: Buffer.from(JSON.stringify({ npcId: characterId, history: [{ role: 'player', content: line }] })),
     check: expected ? (body) => (body.equals(expected) ? null : body.toString('utf8').slice(0, 200)) : undefined,
   };
@@ -225,10 +226,14 @@ export async function performTargets(troupe: Troupe, characterId: string, line: 
   const sent = Buffer.from(await res.arrayBuffer());
   if (res.status !== 200) throw new Error(`upstream ${LAST_BODY_PATH}: ${res.status} ${sent.toString('utf8').slice(0, 200)}`);
   const headers = { authorization: 'Bearer sk-direct-unused', 'content-type': 'application/json', accept: 'text/event-stream' };
-  const direct: HttpTarget = { label: 'direct', port: upstreamPort, method: 'POST', path: '/v1/chat/completions', body: sent, stream: true, headers, check: () => null };
-  const directFirst = await requestOnce(direct);
+  const path = '/v1/chat/completions';
+  const direct: HttpTarget = { label: 'direct', port: upstreamPort, method: 'POST', path, body: sent, stream: true, headers };
+  const directFirst = await requestOnce({ ...direct, check: () => null });
   if (directFirst.failure !== null) throw new Error(`direct pre-flight: ${directFirst.failure}: ${directFirst.detail}`);
   const length = directFirst.body.byteLength;
-  direct.check = (body) => (body.byteLength === length ? null : `${body.byteLength} bytes (expected ${length}) ending ${JSON.stringify(body.subarray(-40).toString('utf8'))}`);
+  direct.check = (body) => {
+    if (body.byteLength === length) return null;
+    return `${body.byteLength} bytes (expected ${length}) ending ${JSON.stringify(body.subarray(-40).toString('utf8'))}`;
+  };
   return { perform, direct, preflight: { directMs: directFirst.ms, performMs: first.ms, upstreamRequestBytes: sent.byteLength } };
 }

@@ -1,15 +1,22 @@
 /**
- * Linux /proc readers: CPU time (to tell who was busy during a run: the server, the load
- * generator or something else on the machine), memory and file limits. Each returns null where
- * /proc cannot be read. /proc counts CPU in USER_HZ ticks, which is 100 on Linux.
+ * Linux /proc readers: CPU time (who was busy during a run: the server, the load generator or
+ * something else on the machine), memory and file limits; null where /proc cannot be read.
  */
 import { readdirSync, readFileSync } from 'node:fs';
 import { performance } from 'node:perf_hooks';
 
+/** /proc counts CPU in USER_HZ ticks, which is 100 on Linux. */
 const HZ = 100;
 const read = (path: string): string | null => {
   try {
     return readFileSync(path, 'utf8');
+  } catch {
+    return null;
+  }
+};
+const list = (path: string): string[] | null => {
+  try {
+    return readdirSync(path);
   } catch {
     return null;
   }
@@ -27,9 +34,8 @@ export function processCpuSeconds(pid: number): number | null {
 /** Busy CPU seconds of the whole machine (all but idle and iowait; guest time is in user/nice). */
 function systemBusySeconds(): number | null {
   const [label, ...v] = (read('/proc/stat')?.split('\n', 1)[0] ?? '').trim().split(/\s+/);
-  if (label !== 'cpu') return null;
   const busy = [0, 1, 2, 5, 6, 7].reduce((sum, i) => sum + Number(v[i] ?? 0), 0);
-  return Number.isFinite(busy) ? busy / HZ : null;
+  return label === 'cpu' && Number.isFinite(busy) ? busy / HZ : null;
 }
 
 /** CPU use over one window, in % of one core (200% = both cores of a 2-core machine). */
@@ -44,10 +50,8 @@ export interface CpuWindow {
   machine: number | null;
 }
 
-export interface WatchedProcess {
-  name: string;
-  pid: number;
-}
+export type WatchedProcess = { name: string; pid: number };
+export const NO_CPU: CpuWindow = { children: {}, bench: 0, benchEventLoop: 0, other: null, machine: null };
 
 export function startCpuWindow(watched: readonly WatchedProcess[]): () => CpuWindow {
   const t0 = performance.now();
@@ -60,8 +64,7 @@ export function startCpuWindow(watched: readonly WatchedProcess[]): () => CpuWin
     const children: Record<string, number | null> = {};
     let childSum: number | null = 0;
     watched.forEach((w, i) => {
-      const before = child0[i];
-      const after = processCpuSeconds(w.pid);
+      const [before, after] = [child0[i], processCpuSeconds(w.pid)];
       const used = before === null || before === undefined || after === null ? null : after - before;
       children[w.name] = used === null ? null : pct(used);
       childSum = used === null || childSum === null ? null : childSum + used;
@@ -70,13 +73,9 @@ export function startCpuWindow(watched: readonly WatchedProcess[]): () => CpuWin
     const selfSec = (self.user + self.system) / 1e6;
     const sys1 = systemBusySeconds();
     const machineSec = sys0 === null || sys1 === null ? null : sys1 - sys0;
-    return {
-      children,
-      bench: pct(selfSec),
-      benchEventLoop: performance.eventLoopUtilization(elu0).utilization,
-      other: machineSec === null || childSum === null ? null : Math.max(0, pct(machineSec - childSum - selfSec)),
-      machine: machineSec === null ? null : pct(machineSec),
-    };
+    const other = machineSec === null || childSum === null ? null : Math.max(0, pct(machineSec - childSum - selfSec));
+    const benchEventLoop = performance.eventLoopUtilization(elu0).utilization;
+    return { children, bench: pct(selfSec), benchEventLoop, other, machine: machineSec === null ? null : pct(machineSec) };
   };
 }
 
@@ -84,14 +83,14 @@ export function startCpuWindow(watched: readonly WatchedProcess[]): () => CpuWin
  * On a shared machine: waits (at most `maxWaitSec`) until the rest of the machine uses less than
  * `thresholdPercent` of a core over one second, so a phase does not start in someone else's burst.
  */
-export async function waitForQuiet(maxWaitSec: number, thresholdPercent: number, watched: readonly WatchedProcess[]): Promise<{ otherPercent: number | null; waitedSec: number }> {
+export async function waitForQuiet(maxWaitSec: number, thresholdPercent: number, watched: readonly WatchedProcess[]) {
   const t0 = performance.now();
   for (;;) {
     const stop = startCpuWindow(watched);
     await new Promise((resolve) => setTimeout(resolve, 1_000));
-    const other = stop().other;
+    const otherPercent = stop().other;
     const waitedSec = (performance.now() - t0) / 1000;
-    if (other === null || other < thresholdPercent || waitedSec >= maxWaitSec) return { otherPercent: other, waitedSec };
+    if (otherPercent === null || otherPercent < thresholdPercent || waitedSec >= maxWaitSec) return { otherPercent, waitedSec };
   }
 }
 
@@ -107,13 +106,9 @@ export function processMemory(pid: number): { rss: number; peakRss: number; thre
 export function processTree(pid: number): number[] {
   const all = [pid];
   for (let i = 0; i < all.length; i++) {
-    let tasks: string[] = [];
-    try {
-      tasks = readdirSync(`/proc/${all[i]}/task`);
-    } catch {
-      // gone meanwhile
+    for (const task of list(`/proc/${all[i]}/task`) ?? []) {
+      all.push(...(read(`/proc/${all[i]}/task/${task}/children`) ?? '').trim().split(/\s+/).filter(Boolean).map(Number));
     }
-    for (const task of tasks) all.push(...(read(`/proc/${all[i]}/task/${task}/children`) ?? '').trim().split(/\s+/).filter(Boolean).map(Number));
   }
   return all;
 }
@@ -125,13 +120,7 @@ export function fileLimits(pid: number | 'self'): { soft: number; hard: number }
   return m?.[1] && m[2] ? { soft: value(m[1]), hard: value(m[2]) } : null;
 }
 
-export const openFileCount = (pid: number): number | null => {
-  try {
-    return readdirSync(`/proc/${pid}/fd`).length;
-  } catch {
-    return null;
-  }
-};
+export const openFileCount = (pid: number): number | null => list(`/proc/${pid}/fd`)?.length ?? null;
 
 /** Connections per source address to one server port (net.ipv4.ip_local_port_range). */
 export function ephemeralPortCount(): number | null {

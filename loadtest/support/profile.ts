@@ -1,64 +1,54 @@
 /**
- * Top frames of a V8 `.cpuprofile` (`node --cpu-prof`, BENCH_CPU_PROF) restricted to the measured
- * windows, so start-up work (migrations, WASM compilation) does not drown the request path.
- * Percentages are of the busy samples (all but "(idle)"): Troupe idles while others are measured.
+ * Top frames of a V8 `.cpuprofile` (BENCH_CPU_PROF) restricted to the measured windows, so
+ * start-up work does not drown the request path. Percentages are of the busy samples (all but
+ * "(idle)"): Troupe idles while others are measured.
  */
 import { readFile, readdir } from 'node:fs/promises';
 import { join } from 'node:path';
 
-interface CallFrame {
-  functionName: string;
-  url: string;
-  lineNumber: number;
-}
+type CallFrame = { functionName: string; url: string; lineNumber: number };
 interface CpuProfile {
   nodes: { id: number; callFrame: CallFrame; children?: number[] }[];
   startTime: number;
   samples?: number[];
   timeDeltas?: number[];
 }
-export interface FrameShare {
-  frame: string;
-  samples: number;
-  percent: number;
-}
-export interface SrcProfile {
-  file: string;
-  samples: number;
-  busySamples: number;
-  topSelf: FrameShare[];
-  topSrcSelf: FrameShare[];
-  topSrcInclusive: FrameShare[];
-  modulesSelf: FrameShare[];
-}
+export type FrameShare = { frame: string; samples: number; percent: number };
+export type SrcProfile = Awaited<ReturnType<typeof summarizeSrcProfile>>;
 
-/** The newest main-thread profile: `CPU.<date>.<time>.<pid>.<thread>.<seq>.cpuprofile`, thread 0 (workers are 1, 2, ...). */
+/** The newest main-thread profile: `CPU.<date>.<time>.<pid>.<thread>.<seq>.cpuprofile`, thread 0. */
 export async function newestProfile(dir: string): Promise<string | null> {
-  const last = (await readdir(dir).catch(() => [] as string[])).filter((n) => /\.\d+\.0\.\d+\.cpuprofile$/.test(n)).sort().at(-1);
+  const names = await readdir(dir).catch(() => [] as string[]);
+  const last = names.filter((n) => /\.\d+\.0\.\d+\.cpuprofile$/.test(n)).sort().at(-1);
   return last === undefined ? null : join(dir, last);
 }
 
 const META = new Set(['(root)', '(program)', '(idle)', '(garbage collector)']);
 const shortUrl = (url: string) => url.replace(`file://${process.cwd()}/`, '');
-const frameKey = (f: CallFrame) => (f.url ? `${f.functionName || '(anonymous)'} ${shortUrl(f.url)}:${f.lineNumber + 1}` : f.functionName || '(anonymous)');
+const frameKey = (f: CallFrame) => {
+  const name = f.functionName || '(anonymous)';
+  return f.url ? `${name} ${shortUrl(f.url)}:${f.lineNumber + 1}` : name;
+};
 /** By package (node_modules/<pkg>), project file, or node internal module. */
-const moduleKey = (f: CallFrame) => (f.url ? (/node_modules\/((?:@[^/]+\/)?[^/]+)/.exec(f.url)?.[1]?.replace(/^/, 'pkg:') ?? shortUrl(f.url)) : f.functionName || '(native)');
+const moduleKey = (f: CallFrame) => {
+  const pkg = /node_modules\/((?:@[^/]+\/)?[^/]+)/.exec(f.url)?.[1];
+  return f.url ? (pkg ? `pkg:${pkg}` : shortUrl(f.url)) : f.functionName || '(native)';
+};
 
 /** `window` in CLOCK_MONOTONIC µs (the profile's clock); the whole profile if no sample falls in it. */
-export async function summarizeSrcProfile(file: string, window: { start: number; end: number } | null, top = 12): Promise<SrcProfile> {
+export async function summarizeSrcProfile(file: string, window: { start: number; end: number } | null, top = 12) {
   const profile = JSON.parse(await readFile(file, 'utf8')) as CpuProfile;
   const byId = new Map(profile.nodes.map((n) => [n.id, n]));
   const parent = new Map<number, number>();
   for (const node of profile.nodes) for (const child of node.children ?? []) parent.set(child, node.id);
   const pick = (useWindow: boolean) => {
     let t = profile.startTime;
-    return (profile.samples ?? []).filter((_, i) => ((t += profile.timeDeltas?.[i] ?? 0), !useWindow || !window || (t >= window.start && t <= window.end)));
+    const inWindow = () => !useWindow || !window || (t >= window.start && t <= window.end);
+    return (profile.samples ?? []).filter((_, i) => ((t += profile.timeDeltas?.[i] ?? 0), inWindow()));
   };
   let chosen = pick(true);
   if (chosen.length === 0) chosen = pick(false);
-  const self = new Map<string, number>();
-  const inclusive = new Map<string, number>();
-  const modules = new Map<string, number>();
+  const [self, inclusive, modules] = [new Map<string, number>(), new Map<string, number>(), new Map<string, number>()];
   const bump = (map: Map<string, number>, key: string) => map.set(key, (map.get(key) ?? 0) + 1);
   for (const id of chosen) {
     const node = byId.get(id);
@@ -75,21 +65,32 @@ export async function summarizeSrcProfile(file: string, window: { start: number;
     }
   }
   const busy = Math.max(1, chosen.length - (self.get('(idle)') ?? 0));
-  const ranked = (map: Map<string, number>, keep: (frame: string) => boolean) =>
-    [...map.entries()].filter(([f]) => keep(f)).sort((a, b) => b[1] - a[1]).slice(0, top).map(([frame, samples]) => ({ frame, samples, percent: (100 * samples) / busy }));
+  const ranked = (map: Map<string, number>, keep: (frame: string) => boolean): FrameShare[] =>
+    [...map.entries()].filter(([f]) => keep(f)).sort((a, b) => b[1] - a[1]).slice(0, top)
+      .map(([frame, samples]) => ({ frame, samples, percent: (100 * samples) / busy }));
   const isSrc = (f: string) => / src\//.test(f);
   const notIdle = (f: string) => f !== '(idle)';
-  return { file, samples: chosen.length, busySamples: busy, topSelf: ranked(self, notIdle), topSrcSelf: ranked(self, isSrc), topSrcInclusive: ranked(inclusive, isSrc), modulesSelf: ranked(modules, notIdle) };
+  return {
+    file, samples: chosen.length, busySamples: busy, topSelf: ranked(self, notIdle), topSrcSelf: ranked(self, isSrc),
+    topSrcInclusive: ranked(inclusive, isSrc), modulesSelf: ranked(modules, notIdle),
+  };
 }
 
 export function formatSrcProfile(p: SrcProfile, label: string): string {
-  const section = (title: string, rows: FrameShare[]) => [`  ${title}:`, ...rows.map((r) => `    ${r.percent.toFixed(1).padStart(5)}%  ${r.frame}`)].join('\n');
+  const row = (r: FrameShare) => `    ${r.percent.toFixed(1).padStart(5)}%  ${r.frame}`;
+  const section = (title: string, rows: FrameShare[]) => [`  ${title}:`, ...rows.map(row)];
   return [
     `CPU profile of Troupe (${label}): ${p.file}`,
     `  ${p.samples} samples in the measured windows, ${p.busySamples} busy (not idle); % of busy samples`,
-    section('top frames by self time (all code)', p.topSelf),
-    section('top src/ frames by self time', p.topSrcSelf),
-    section('top src/ frames by inclusive time', p.topSrcInclusive),
-    section('self time by package / file', p.modulesSelf),
+    ...section('top frames by self time (all code)', p.topSelf),
+    ...section('top src/ frames by self time', p.topSrcSelf),
+    ...section('top src/ frames by inclusive time', p.topSrcInclusive),
+    ...section('self time by package / file', p.modulesSelf),
   ].join('\n');
+}
+
+/** The top frames of the newest profile in `dir`, formatted, or null when there is none. */
+export async function profileText(dir: string, window: { start: number; end: number } | null, label: string): Promise<string | null> {
+  const file = await newestProfile(dir);
+  return file ? formatSrcProfile(await summarizeSrcProfile(file, window), label) : null;
 }

@@ -1,12 +1,12 @@
-/** The report writer every benchmark shares (JSON plus Markdown under loadtest/results/), tables and percentile summaries. */
+/** The report writer every benchmark shares (JSON plus Markdown under loadtest/results/), tables and summaries. */
 import { mkdir, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { ROOT } from './troupe.ts';
+import { ROOT } from './children.ts';
 
 export const RESULTS_DIR = join(ROOT, 'loadtest', 'results');
 
 /** Writes `<name>-<stamp>.json` and `.md`; returns both paths. */
-export async function writeResults(name: string, stamp: string, json: unknown, markdown: string): Promise<{ json: string; markdown: string }> {
+export async function writeResults(name: string, stamp: string, json: unknown, markdown: string) {
   await mkdir(RESULTS_DIR, { recursive: true });
   const paths = { json: join(RESULTS_DIR, `${name}-${stamp}.json`), markdown: join(RESULTS_DIR, `${name}-${stamp}.md`) };
   await writeFile(paths.json, `${JSON.stringify(json, null, 2)}\n`);
@@ -21,9 +21,8 @@ export function markdownTable(header: readonly string[], rows: readonly (readonl
 }
 
 /** A number with `digits` decimals; `fallback` when missing. */
-export function fixed(value: number | null | undefined, digits = 2, fallback = '—'): string {
-  return value === null || value === undefined || !Number.isFinite(value) ? fallback : value.toFixed(digits);
-}
+export const fixed = (value: number | null | undefined, digits = 2, fallback = '—'): string =>
+  value === null || value === undefined || !Number.isFinite(value) ? fallback : value.toFixed(digits);
 export const ms = (value: number | null | undefined): string => fixed(value);
 
 export interface Summary {
@@ -42,10 +41,20 @@ export function percentile(sorted: ArrayLike<number>, p: number): number {
   return sorted[Math.min(sorted.length, Math.max(1, Math.ceil((p / 100) * sorted.length))) - 1] ?? Number.NaN;
 }
 
+export const sortedCopy = (values: readonly number[]): Float64Array => Float64Array.from(values).sort();
+
 export function summarize(values: readonly number[]): Summary {
-  const s = Float64Array.from(values).sort();
+  const s = sortedCopy(values);
   const mean = s.length === 0 ? Number.NaN : s.reduce((a, b) => a + b, 0) / s.length;
-  return { count: s.length, mean, p50: percentile(s, 50), p90: percentile(s, 90), p99: percentile(s, 99), p999: percentile(s, 99.9), max: s.length === 0 ? Number.NaN : (s[s.length - 1] ?? Number.NaN) };
+  const at = (p: number) => percentile(s, p);
+  return { count: s.length, mean, p50: at(50), p90: at(90), p99: at(99), p999: at(99.9), max: s.at(-1) ?? Number.NaN };
+}
+
+/** The middle value (the mean of the two middle ones for an even count). */
+export function median(values: readonly number[]): number {
+  const s = sortedCopy(values);
+  const m = Math.floor(s.length / 2);
+  return s.length % 2 === 1 ? (s[m] ?? Number.NaN) : ((s[m - 1] ?? Number.NaN) + (s[m] ?? Number.NaN)) / 2;
 }
 
 /**
@@ -53,13 +62,19 @@ export function summarize(values: readonly number[]): Summary {
  * Two halves of one run differ only by chance, so an added latency smaller than this is noise.
  */
 export function splitHalfSpread(values: readonly number[], p: number): number {
-  const halves = [values.filter((_, i) => i % 2 === 0), values.filter((_, i) => i % 2 === 1)].map((h) => Float64Array.from(h).sort());
-  return halves[0]?.length && halves[1]?.length ? Math.abs(percentile(halves[0], p) - percentile(halves[1], p)) : Number.NaN;
+  const [even, odd] = [0, 1].map((r) => sortedCopy(values.filter((_, i) => i % 2 === r)));
+  return even?.length && odd?.length ? Math.abs(percentile(even, p) - percentile(odd, p)) : Number.NaN;
 }
 
 /** JSON-safe rounding to microseconds (NaN becomes null). */
 export const round3 = (value: number): number | null => (Number.isFinite(value) ? Math.round(value * 1000) / 1000 : null);
 
-export function roundSummary(s: Summary): Record<keyof Summary, number | null> {
-  return { count: s.count, mean: round3(s.mean), p50: round3(s.p50), p90: round3(s.p90), p99: round3(s.p99), p999: round3(s.p999), max: round3(s.max) };
+export const roundSummary = (s: Summary): Record<keyof Summary, number | null> =>
+  Object.fromEntries(Object.entries(s).map(([k, v]) => [k, k === 'count' ? v : round3(v)])) as Record<keyof Summary, number | null>;
+
+/** Outcome counts by key, e.g. `{ "200": 40, "503 database_unavailable": 12 }`. */
+export function tally<T>(items: readonly T[], key: (item: T) => string): Record<string, number> {
+  const counts: Record<string, number> = {};
+  for (const item of items) counts[key(item)] = (counts[key(item)] ?? 0) + 1;
+  return counts;
 }
