@@ -90,6 +90,7 @@ export async function startServer(config: Config, logger: Logger): Promise<Runni
     connectTimeoutMs: config.databaseConnectTimeoutMs,
     acquireTimeoutMs: config.databaseAcquireTimeoutMs,
     statementTimeoutMs: config.databaseStatementTimeoutMs,
+    logger,
   });
   const invalidations = new Invalidations(database);
   await invalidations.start();

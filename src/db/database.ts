@@ -1,6 +1,7 @@
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { PGlite } from '@electric-sql/pglite';
+import type { Logger } from 'pino';
 import { sql, type ExtractTablesWithRelations } from 'drizzle-orm';
 import type { PgDatabase, PgQueryResultHKT, PgTransaction } from 'drizzle-orm/pg-core';
 import { drizzle as drizzlePglite } from 'drizzle-orm/pglite';
@@ -42,6 +43,8 @@ export interface OpenDatabaseOptions {
   connectTimeoutMs?: number;
   acquireTimeoutMs?: number;
   statementTimeoutMs?: number;
+  /** PGlite only: where the loss and restart of its worker thread are logged. */
+  logger?: Pick<Logger, 'info' | 'error'>;
 }
 
 const MIGRATIONS_FOLDER = path.join(path.dirname(fileURLToPath(import.meta.url)), 'migrations');
@@ -56,14 +59,14 @@ export async function openDatabase(options: OpenDatabaseOptions): Promise<Databa
         acquireMs: options.acquireTimeoutMs ?? 2_000,
         statementMs: options.statementTimeoutMs ?? 30_000,
       })
-    : openPglite(options.dataDir);
+    : openPglite(options.dataDir, options.logger);
 }
 
-async function openPglite(dataDir: string): Promise<Database> {
+async function openPglite(dataDir: string, logger: OpenDatabaseOptions['logger']): Promise<Database> {
   const location = await preparePgliteDataDir(dataDir);
   // PGlite runs in its own thread, so its long statements never stall this one's HTTP server
   // (pglite-worker.ts); drizzle takes the client for the PGlite API it calls.
-  const client = await PgliteThreadClient.start(location);
+  const client = await PgliteThreadClient.start(location, logger ? { logger } : {});
   const drizzled = drizzlePglite({ client: client as unknown as PGlite, schema });
   try {
     await migratePglite(drizzled, { migrationsFolder: MIGRATIONS_FOLDER });
@@ -78,9 +81,10 @@ async function openPglite(dataDir: string): Promise<Database> {
     async ping() {
       await client.query('select 1');
     },
-    async listen(channel, onMessage) {
-      // Embedded PGlite lives in this process only, so the subscription cannot be lost.
-      return client.listen(channel, onMessage);
+    async listen(channel, onMessage, onReconnect) {
+      // The subscription lives in PGlite's worker thread: one that replaces a dead worker
+      // subscribes again, and notifications sent in between were missed.
+      return client.listen(channel, onMessage, onReconnect);
     },
     async close() {
       await client.close();

@@ -73,3 +73,24 @@ export interface WorkerData {
   /** A directory prepared by preparePgliteDataDir, or `memory://`. */
   location: string;
 }
+
+/** A PostgreSQL error raised in the worker, with the same fields (`code`, `constraint`, ...) as PGlite's DatabaseError. */
+export class PgliteThreadError extends Error {
+  severity?: string;
+  code?: string;
+  detail?: string;
+  constraint?: string;
+  table?: string;
+  column?: string;
+  query?: string;
+  [field: string]: unknown;
+
+  constructor(serialized: SerializedError) {
+    super(serialized.message);
+    this.name = serialized.name;
+    for (const key of PG_ERROR_FIELDS) {
+      const value = serialized.fields[key];
+      if (value !== undefined) this[key] = value;
+    }
+  }
+}

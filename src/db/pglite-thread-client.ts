@@ -1,9 +1,12 @@
 // The main thread's handle on PGlite running in its own worker thread (pglite-worker.ts). It offers
 // the part of PGlite's API that drizzle-orm/pglite and database.ts call (query, exec, transaction,
-// listen, close), so drizzle is handed this object in place of a PGlite instance.
-import { Worker } from 'node:worker_threads';
+// listen, close), so drizzle is handed this object in place of a PGlite instance. A worker that
+// dies is replaced by one on the same data directory (#lost); starting one is pglite-worker-start.ts.
+import type { Worker } from 'node:worker_threads';
 import type { QueryOptions, Results } from '@electric-sql/pglite';
-import { PG_ERROR_FIELDS, type QueryRequest, type Reply, type Request, type SerializedError, type WorkerData } from './pglite-protocol.ts';
+import type { Logger } from 'pino';
+import { PgliteThreadError, type QueryRequest, type Reply, type Request } from './pglite-protocol.ts';
+import { restartDelayMs, spawnPgliteWorker, STABLE_RUN_MS, whenReady, type SpawnWorker } from './pglite-worker-start.ts';
 
 /** Requests as the client builds them; the id is added when sending. */
 type WithoutId<R> = R extends unknown ? Omit<R, 'id'> : never;
@@ -12,27 +15,6 @@ type Outgoing = WithoutId<Request>;
 interface Pending {
   resolve: (value: unknown) => void;
   reject: (err: Error) => void;
-}
-
-/** A PostgreSQL error raised in the worker, with the same fields (`code`, `constraint`, ...) as PGlite's DatabaseError. */
-export class PgliteThreadError extends Error {
-  severity?: string;
-  code?: string;
-  detail?: string;
-  constraint?: string;
-  table?: string;
-  column?: string;
-  query?: string;
-  [field: string]: unknown;
-
-  constructor(serialized: SerializedError) {
-    super(serialized.message);
-    this.name = serialized.name;
-    for (const key of PG_ERROR_FIELDS) {
-      const value = serialized.fields[key];
-      if (value !== undefined) this[key] = value;
-    }
-  }
 }
 
 export interface ThreadTransaction {
@@ -60,12 +42,6 @@ function stoppedError(message: string, code: 'CONNECTION_CLOSED' | 'CONNECTION_E
   return Object.assign(new Error(message, cause ? { cause } : {}), { code });
 }
 
-/** Starts pglite-worker.ts; tests pass their own to hold the Worker. */
-export type SpawnWorker = (data: WorkerData) => Worker;
-
-// Node strips the types of a .ts worker itself, as it does for the main thread.
-const spawnWorker: SpawnWorker = (workerData) => new Worker(new URL('./pglite-worker.ts', import.meta.url), { workerData });
-
 /**
  * Structured cloning copies a typed array's whole underlying buffer, not just the view: a 1 MB
  * slice of a 50 MB upload cost a 50 MB copy on this thread. Views travel as compact copies.
@@ -80,48 +56,53 @@ function refuseLocalOnly(options: QueryOptions | undefined): void {
   }
 }
 
-export class PgliteThreadClient {
-  readonly #worker: Worker;
-  readonly #pending = new Map<number, Pending>();
-  readonly #listeners = new Map<number, (payload: string) => void>();
-  #nextId = 1;
-  /** Set once the worker is gone: every later call fails with it at once. */
-  #stopped: Error | null = null;
+export interface PgliteThreadOptions {
+  spawn?: SpawnWorker;
+  /** Where the loss and the restart of the worker are logged. */
+  logger?: Pick<Logger, 'info' | 'error'>;
+}
 
-  private constructor(worker: Worker) {
+interface Listener {
+  channel: string;
+  callback: (payload: string) => void;
+  /** Called once a new worker listens again: notifications sent meanwhile were missed. */
+  onRestart?: () => void;
+}
+
+export class PgliteThreadClient {
+  #worker: Worker;
+  readonly #location: string;
+  readonly #spawn: SpawnWorker;
+  readonly #logger: PgliteThreadOptions['logger'];
+  readonly #pending = new Map<number, Pending>();
+  readonly #listeners = new Map<number, Listener>();
+  #nextId = 1;
+  /** Set by close() (or when an in-memory database died): every later call fails with it at once. */
+  #stopped: Error | null = null;
+  /** Set from a worker's death until the next one is spawned: calls meanwhile fail at once. */
+  #down: Error | null = null;
+  /** Counts lost workers: a transaction begun under an earlier count died with its worker. */
+  #epoch = 0;
+  /** Why the last worker was lost: what a transaction that died with it fails with. */
+  #lostReason: Error | null = null;
+  /** Workers in a row that died without a stable run (restartDelayMs). */
+  #failures = 0;
+  #readyAt = performance.now();
+  #restartTimer: NodeJS.Timeout | null = null;
+
+  private constructor(worker: Worker, location: string, options: PgliteThreadOptions) {
     this.#worker = worker;
-    worker.on('message', (reply: Reply) => this.#receive(reply));
-    worker.on('error', (err) => this.#stop(stoppedError(`PGlite's worker thread failed: ${err.message}; restart Troupe`, 'CONNECTION_CLOSED', err)));
-    worker.on('exit', (code) => this.#stop(stoppedError(`PGlite's worker thread stopped (exit code ${code}); restart Troupe`, 'CONNECTION_CLOSED')));
-    // Idle, the worker holds the process no more than PGlite on the main thread did.
-    worker.unref();
+    this.#location = location;
+    this.#spawn = options.spawn ?? spawnPgliteWorker;
+    this.#logger = options.logger;
+    this.#attach(worker);
   }
 
   /** Starts the worker and opens PGlite at `location` (see preparePgliteDataDir) inside it. */
-  static async start(location: string, spawn: SpawnWorker = spawnWorker): Promise<PgliteThreadClient> {
-    const worker = spawn({ location });
-    await new Promise<void>((resolve, reject) => {
-      const failed = (err: Error) => {
-        worker.off('message', onMessage);
-        void worker.terminate();
-        reject(err);
-      };
-      const onMessage = (reply: Reply) => {
-        if (reply.kind === 'ready') {
-          worker.off('error', failed);
-          worker.off('exit', onExit);
-          worker.off('message', onMessage);
-          resolve();
-        } else if (reply.kind === 'startFailed') {
-          failed(Object.assign(new PgliteThreadError(reply.error), { message: `PGlite could not open ${location}: ${reply.error.message}` }));
-        }
-      };
-      const onExit = (code: number) => failed(new Error(`PGlite's worker thread stopped while opening ${location} (exit code ${code})`));
-      worker.on('message', onMessage);
-      worker.once('error', failed);
-      worker.once('exit', onExit);
-    });
-    return new PgliteThreadClient(worker);
+  static async start(location: string, options: PgliteThreadOptions = {}): Promise<PgliteThreadClient> {
+    const worker = (options.spawn ?? spawnPgliteWorker)({ location });
+    await whenReady(worker, location);
+    return new PgliteThreadClient(worker, location, options);
   }
 
   query<T>(sql: string, params: unknown[] = [], options?: QueryOptions): Promise<Results<T>> {
@@ -138,16 +119,29 @@ export class PgliteThreadClient {
    */
   async transaction<T>(callback: (tx: ThreadTransaction) => Promise<T>): Promise<T> {
     const txId = this.#nextId++;
+    const epoch = this.#epoch;
     await this.#call({ op: 'begin' }, txId);
     let closed = false;
+    // A transaction whose worker died is gone with it: its statements fail with the worker's
+    // error, and there is nothing left to roll back.
+    const lost = () => (this.#epoch === epoch ? null : this.#lostReason);
     const end = async (commit: boolean) => {
       if (closed) return;
       closed = true;
+      const gone = lost();
+      if (gone && commit) throw gone;
+      if (gone) return;
       await this.#call({ op: 'end', tx: txId, commit });
     };
     const tx: ThreadTransaction = {
-      query: (sql, params = [], options) => this.#query(txId, sql, params, options),
-      exec: (sql, options?: QueryOptions) => this.#exec(txId, sql, options),
+      query: (sql, params = [], options) => {
+        const gone = lost();
+        return gone ? Promise.reject(gone) : this.#query(txId, sql, params, options);
+      },
+      exec: (sql, options?: QueryOptions) => {
+        const gone = lost();
+        return gone ? Promise.reject(gone) : this.#exec(txId, sql, options);
+      },
       rollback: () => end(false),
       get closed() {
         return closed;
@@ -164,10 +158,13 @@ export class PgliteThreadClient {
     return result;
   }
 
-  /** Subscribes to NOTIFY on `channel`; resolves to the function that unsubscribes. */
-  async listen(channel: string, callback: (payload: string) => void): Promise<() => Promise<void>> {
+  /**
+   * Subscribes to NOTIFY on `channel`; resolves to the function that unsubscribes. A worker that
+   * replaces a dead one listens again, then calls `onRestart`.
+   */
+  async listen(channel: string, callback: (payload: string) => void, onRestart?: () => void): Promise<() => Promise<void>> {
     const listenId = this.#nextId++;
-    this.#listeners.set(listenId, callback);
+    this.#listeners.set(listenId, { channel, callback, ...(onRestart ? { onRestart } : {}) });
     try {
       await this.#call({ op: 'listen', channel }, listenId);
     } catch (err) {
@@ -176,6 +173,8 @@ export class PgliteThreadClient {
     }
     return async () => {
       if (!this.#listeners.delete(listenId)) return;
+      // Without a worker there is no subscription left to end; the next one will not make it.
+      if (this.#down || this.#stopped) return;
       await this.#call({ op: 'unlisten', listenId });
     };
   }
@@ -183,6 +182,11 @@ export class PgliteThreadClient {
   /** Closes PGlite (which writes what it must) and ends the worker. */
   async close(): Promise<void> {
     if (this.#stopped) return;
+    if (this.#restartTimer) clearTimeout(this.#restartTimer);
+    if (this.#down) {
+      this.#stop(stoppedError('PGlite is closed', 'CONNECTION_ENDED'));
+      return;
+    }
     try {
       await this.#call({ op: 'close' });
     } finally {
@@ -213,7 +217,8 @@ export class PgliteThreadClient {
   }
 
   #call(request: Outgoing, id = this.#nextId++): Promise<unknown> {
-    if (this.#stopped) return Promise.reject(this.#stopped);
+    const unavailable = this.#stopped ?? this.#down;
+    if (unavailable) return Promise.reject(unavailable);
     return new Promise((resolve, reject) => {
       try {
         // Parameters are copied, never transferred: the caller may still use its buffers.
@@ -227,11 +232,29 @@ export class PgliteThreadClient {
     });
   }
 
+  /** Routes a worker's replies, and treats its end (not one close() asked for) as a crash. */
+  #attach(worker: Worker): void {
+    let dead = false;
+    const died = (reason: Error) => {
+      if (dead || worker !== this.#worker) return;
+      dead = true;
+      this.#lost(reason);
+    };
+    worker.on('message', (reply: Reply) => {
+      if (worker === this.#worker) this.#receive(reply);
+    });
+    worker.on('error', (err) => died(stoppedError(`PGlite's worker thread failed: ${err.message}`, 'CONNECTION_CLOSED', err)));
+    worker.on('exit', (code) => died(stoppedError(`PGlite's worker thread stopped (exit code ${code})`, 'CONNECTION_CLOSED')));
+    // Idle, the worker holds the process no more than PGlite on the main thread did.
+    worker.unref();
+  }
+
   #receive(reply: Reply): void {
     if (reply.kind === 'notification') {
-      this.#listeners.get(reply.listenId)?.(reply.payload);
+      this.#listeners.get(reply.listenId)?.callback(reply.payload);
       return;
     }
+    if (reply.kind === 'ready') return this.#restarted();
     if (reply.kind !== 'result' && reply.kind !== 'error') return;
     const pending = this.#pending.get(reply.id);
     if (!pending) return;
@@ -241,11 +264,66 @@ export class PgliteThreadClient {
     else pending.reject(new PgliteThreadError(reply.error));
   }
 
-  #stop(reason: Error): void {
-    this.#stopped ??= reason;
+  /**
+   * The worker died (an uncaught error, out of memory, terminated): what it was running fails
+   * with a connection error (503 database_unavailable), and a new worker opens the same data
+   * directory, at once the first time and later after a growing pause (restartDelayMs).
+   */
+  #lost(reason: Error): void {
+    if (this.#stopped) return; // close() ended it
+    this.#epoch++;
+    if (this.#location === 'memory://') {
+      // Its data lived in the dead thread's memory: a new one would be an empty database.
+      this.#stop(stoppedError(`${reason.message}; its in-memory database is gone, restart Troupe`, 'CONNECTION_CLOSED', reason));
+      this.#lostReason = this.#stopped;
+      return;
+    }
+    if (performance.now() - this.#readyAt >= STABLE_RUN_MS) this.#failures = 0;
+    this.#failures++;
+    const delayMs = restartDelayMs(this.#failures);
+    this.#down = stoppedError(`${reason.message}; a new one is starting, try again shortly`, 'CONNECTION_CLOSED', reason);
+    this.#lostReason = this.#down;
+    this.#failPending(this.#down);
+    this.#logger?.error({ err: reason, location: this.#location, attempt: this.#failures, restartInMs: delayMs }, "PGlite's worker thread died; starting a new one on the same data directory");
+    this.#restartTimer = setTimeout(() => this.#respawn(), delayMs);
+    this.#restartTimer.unref();
+  }
+
+  /** Starts the replacement; calls made from now on wait in its queue until PGlite is open. */
+  #respawn(): void {
+    this.#restartTimer = null;
+    let worker: Worker;
+    try {
+      worker = this.#spawn({ location: this.#location });
+    } catch (err) {
+      this.#down = null; // #lost sets it again with this error
+      return this.#lost(stoppedError(`PGlite's worker thread could not start: ${(err as Error).message}`, 'CONNECTION_CLOSED', err as Error));
+    }
+    this.#worker = worker;
+    this.#down = null;
+    this.#attach(worker);
+    for (const [listenId, listener] of this.#listeners) {
+      this.#call({ op: 'listen', channel: listener.channel }, listenId).then(
+        () => listener.onRestart?.(),
+        () => {}, // this worker died too: the next one listens again
+      );
+    }
+  }
+
+  #restarted(): void {
+    this.#readyAt = performance.now();
+    this.#logger?.info({ location: this.#location, attempt: this.#failures }, "PGlite's worker thread restarted");
+  }
+
+  #failPending(reason: Error): void {
     const pending = [...this.#pending.values()];
     this.#pending.clear();
+    for (const { reject } of pending) reject(reason);
+  }
+
+  #stop(reason: Error): void {
+    this.#stopped ??= reason;
     this.#listeners.clear();
-    for (const { reject } of pending) reject(this.#stopped);
+    this.#failPending(this.#stopped);
   }
 }

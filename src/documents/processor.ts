@@ -38,7 +38,8 @@ export interface SettledEvent {
   status: 'ready' | 'failed';
 }
 
-type Outcome = { event: 'succeed'; chunkCount: number; write: (tx: Parameters<Parameters<Database['db']['transaction']>[0]>[0]) => Promise<void> } | { event: 'fail'; error: string };
+type Write = ReturnType<DocumentIndex['chunkWrites']>[number];
+type Outcome = { event: 'succeed'; chunkCount: number; writes: Write[] } | { event: 'fail'; error: string };
 
 /**
  * The durable document queue's consumer. Documents wait in PostgreSQL; each process claims
@@ -160,7 +161,7 @@ export class DocumentProcessor {
     try {
       const outcome = await this.#run(doc, signal);
       if (signal.aborted) return discard();
-      const finished = await this.#finish(doc, outcome);
+      const finished = await this.#finish(doc, outcome, signal);
       if (!finished) discard();
       else {
         const event: SettledEvent = { documentId: doc.id, status: outcome.event === 'succeed' ? 'ready' : 'failed' };
@@ -206,28 +207,50 @@ export class DocumentProcessor {
     return {
       event: 'succeed',
       chunkCount: chunks.length,
-      write: (tx) => index.replaceChunks(tx, { id: doc.id, projectId: doc.projectId, characterId: doc.characterId }, chunks, embeddings),
+      writes: index.chunkWrites({ id: doc.id, projectId: doc.projectId, characterId: doc.characterId }, chunks, embeddings),
     };
   }
 
   /** Writes the outcome if the claim still holds; false when it was discarded. */
-  async #finish(doc: QueuedDocument, outcome: Outcome): Promise<boolean> {
-    const { database, invalidations } = this.#deps;
+  async #finish(doc: QueuedDocument, outcome: Outcome, signal?: AbortSignal): Promise<boolean> {
+    const { database, invalidations, index } = this.#deps;
+    if (outcome.event === 'succeed' && !(await this.#writeChunks(doc, outcome.writes, signal))) return false;
     const finished = await database.db.transaction(async (tx) => {
       const owned = await lockOwned(tx, doc.id, this.#owner, doc.generation);
       const event: DocumentEvent = { type: outcome.event };
       if (!owned || !documentStep(owned.status, event).accepted) return false;
       if (outcome.event === 'succeed') {
-        await outcome.write(tx);
         await setStatus(tx, doc.id, { status: 'ready', chunkCount: outcome.chunkCount, errorMessage: null });
         // Every process's "does this character have documents" cache learns it on commit.
         await invalidations.publish(tx, 'characterDocuments', [doc.characterId]);
       } else {
+        // Chunks a write left half-way (it failed) are never searched, and would only take room.
+        await index.removeDocument(tx, doc.id);
         await setStatus(tx, doc.id, { status: 'failed', chunkCount: 0, errorMessage: outcome.error });
       }
       return true;
     });
     if (finished) invalidations.applyLocal('characterDocuments', [doc.characterId]);
     return finished;
+  }
+
+  /**
+   * One transaction per step (a block of chunks), each while the claim holds. On PGlite every
+   * statement waits for the open transaction, so one for a whole 50 MB document held every other
+   * request for 10-30 s. The document stays `processing`, which retrieval never reads, until
+   * #finish makes it ready; a process dying in between leaves a claim that expires, and the
+   * next run starts by removing what this one wrote.
+   */
+  async #writeChunks(doc: QueuedDocument, writes: Write[], signal: AbortSignal | undefined): Promise<boolean> {
+    for (const write of writes) {
+      if (signal?.aborted) return false;
+      const held = await this.#deps.database.db.transaction(async (tx) => {
+        if (!(await lockOwned(tx, doc.id, this.#owner, doc.generation))) return false;
+        await write(tx);
+        return true;
+      });
+      if (!held) return false;
+    }
+    return true;
   }
 }

@@ -13,6 +13,12 @@ export interface DocumentIndex {
   readonly vectors: boolean; // false: full-text only (no pgvector or no embeddings backend)
   /** Replaces every chunk of the document (idempotent: processing twice never duplicates). */
   replaceChunks(tx: Executor, doc: { id: string; projectId: string; characterId: string }, chunks: Chunk[], embeddings: number[][] | null): Promise<void>;
+  /**
+   * replaceChunks as ordered steps (remove the old chunks, then one block each) that may each
+   * run in a transaction of their own, so no single one holds PGlite for the whole document.
+   * Between steps the document's chunks are incomplete: it must not be `ready` until the last ran.
+   */
+  chunkWrites(doc: { id: string; projectId: string; characterId: string }, chunks: Chunk[], embeddings: number[][] | null): ((tx: Executor) => Promise<void>)[];
   removeDocument(tx: Executor, documentId: string): Promise<void>;
   /** Top chunks of the character's `ready` documents, fused by reciprocal rank fusion. */
   search(query: { projectId: string; characterId: string; text: string; embedding: number[] | null; limit: number }): Promise<RetrievedChunk[]>;
@@ -70,18 +76,21 @@ class PostgresDocumentIndex implements DocumentIndex {
   }
 
   async replaceChunks(tx: Executor, doc: { id: string; projectId: string; characterId: string }, chunks: Chunk[], embeddings: number[][] | null): Promise<void> {
+    for (const write of this.chunkWrites(doc, chunks, embeddings)) await write(tx);
+  }
+
+  chunkWrites(doc: { id: string; projectId: string; characterId: string }, chunks: Chunk[], embeddings: number[][] | null): ((tx: Executor) => Promise<void>)[] {
     if (embeddings && embeddings.length !== chunks.length) {
       throw new Error(`${embeddings.length} embeddings for ${chunks.length} chunks`);
     }
-    await this.removeDocument(tx, doc.id);
     const withVectors = this.#embeddingColumn && embeddings !== null;
     const vectorColumns = withVectors ? sql`, embedding, embedding_dims` : sql``;
     const vectorValues = withVectors ? sql`, r.embedding::vector, r.embedding_dims` : sql``;
     const vectorFields = withVectors ? sql`, embedding text, embedding_dims int` : sql``;
     // One statement per block of TERM_BLOCK chunks (ordinals are positions, so a block is one
     // batch): the rows as one JSON parameter instead of a dozen per row, and the block's term
-    // sets built from the same rows.
-    for (const [block, batch] of blocksOf(chunks)) {
+    // sets built from the same rows. A block's rows are built when its step runs, not all at once.
+    const blockWrite = (block: number, batch: { chunk: Chunk; index: number }[]) => async (tx: Executor) => {
       const rows = batch.map(({ chunk: c, index }) => {
         const vector = withVectors ? embeddings?.[index] : undefined;
         return {
@@ -99,7 +108,9 @@ class PostgresDocumentIndex implements DocumentIndex {
           select r.id, ${doc.id}, ${doc.projectId}, ${doc.characterId}, r.ordinal, r.content, r.token_count, r.page, r.heading_path, r.start_offset, r.end_offset${vectorValues}
           from r)
         ${termSetsInsert(doc.id, block, sql`r`)}`);
-    }
+    };
+    const remove = (tx: Executor) => this.removeDocument(tx, doc.id);
+    return [remove, ...[...blocksOf(chunks)].map(([block, batch]) => blockWrite(block, batch))];
   }
 
   async removeDocument(tx: Executor, documentId: string): Promise<void> {

@@ -1,14 +1,21 @@
 // PGlite runs in its own worker thread (src/db/pglite-worker.ts): a long statement keeps that
 // thread busy, never the HTTP server's, and the thread client behaves as PGlite itself did for
 // drizzle (transactions, PostgreSQL's error fields, NOTIFY, type parsing).
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { monitorEventLoopDelay } from 'node:perf_hooks';
 import { Worker } from 'node:worker_threads';
 import { sql } from 'drizzle-orm';
 import { drizzle } from 'drizzle-orm/pglite';
 import type { PGlite } from '@electric-sql/pglite';
+import type { Logger } from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { isUniqueViolation } from '../../src/db/errors.ts';
+import { preparePgliteDataDir } from '../../src/db/pglite-memory.ts';
 import { PgliteThreadClient } from '../../src/db/pglite-thread-client.ts';
+import { restartDelayMs } from '../../src/db/pglite-worker-start.ts';
+import { toErrorBody } from '../../src/errors.ts';
 import { BACKENDS } from '../support/env.ts';
 import { startTestServer, type TestServer } from '../support/server.ts';
 
@@ -118,15 +125,103 @@ describe('PGlite in a worker thread', () => {
 });
 
 describe('a PGlite worker thread that dies', () => {
-  it('fails the pending and the later queries with an error instead of hanging', async () => {
+  const WORKER = new URL('../../src/db/pglite-worker.ts', import.meta.url);
+
+  /** The client's log lines, and a promise for the n-th line with a message. */
+  function recordingLogger() {
+    const lines: { level: string; msg: string; fields: Record<string, unknown> }[] = [];
+    const waiting: { msg: string; n: number; resolve: () => void }[] = [];
+    const count = (msg: string) => lines.filter((line) => line.msg === msg).length;
+    const log = (level: string) => (fields: Record<string, unknown>, msg: string) => {
+      lines.push({ level, msg, fields });
+      for (const w of waiting.filter((w) => count(w.msg) >= w.n)) w.resolve();
+    };
+    const logger = { info: log('info'), error: log('error') } as unknown as Pick<Logger, 'info' | 'error'>;
+    const nth = (msg: string, n: number) => new Promise<void>((resolve) => (count(msg) >= n ? resolve() : waiting.push({ msg, n, resolve })));
+    return { logger, lines, nth };
+  }
+
+  it('fails what was in flight with a 503 error, then a new worker on the same data directory answers with the data', async () => {
+    const dir = await mkdtemp(join(tmpdir(), 'troupe-pglite-restart-'));
+    const workers: Worker[] = [];
+    const log = recordingLogger();
+    const client = await PgliteThreadClient.start(await preparePgliteDataDir(dir), {
+      logger: log.logger,
+      spawn: (workerData) => {
+        workers.push(new Worker(WORKER, { workerData }));
+        return workers[workers.length - 1] as Worker;
+      },
+    });
+    try {
+      await client.exec('create table kept (id int primary key, name text not null)');
+      await client.query('insert into kept values (1, $1)', ['before the crash']);
+      let listening!: () => void;
+      const listensAgain = new Promise<void>((resolve) => (listening = resolve));
+      let heard!: (payload: string) => void;
+      const notified = new Promise<string>((resolve) => (heard = resolve));
+      await client.listen('restart_test', (payload) => heard(payload), () => listening());
+
+      // A transaction holding the worker, and a statement waiting behind it, when the worker dies.
+      let opened!: () => void;
+      const open = new Promise<void>((resolve) => (opened = resolve));
+      let release!: () => void;
+      const held = new Promise<void>((resolve) => (release = resolve));
+      const transaction = client.transaction(async (tx) => {
+        await tx.query('insert into kept values (2, $1)', ['in a transaction that dies']);
+        opened();
+        await held;
+        await tx.query('select 1');
+      });
+      await open;
+      const running = client.query('select count(*) from kept');
+      await workers[0]?.terminate();
+
+      const failure: unknown = await running.catch((err: unknown) => err);
+      expect(failure).toMatchObject({ code: 'CONNECTION_CLOSED', message: expect.stringContaining('a new one is starting') });
+      expect(toErrorBody(failure, 'req_test')).toMatchObject({ status: 503, headers: { 'retry-after': '2' }, body: { error: { code: 'database_unavailable' } } });
+      release();
+      await expect(transaction).rejects.toMatchObject({ code: 'CONNECTION_CLOSED' });
+
+      await log.nth("PGlite's worker thread restarted", 1);
+      await listensAgain;
+      expect(workers).toHaveLength(2);
+      expect((await client.query('select id, name from kept order by id')).rows).toEqual([{ id: 1, name: 'before the crash' }]);
+      await client.query("select pg_notify('restart_test', 'after the restart')");
+      expect(await notified).toBe('after the restart');
+
+      // A worker that dies soon after the last one is replaced after a pause, not at once.
+      await workers[1]?.terminate();
+      await log.nth("PGlite's worker thread restarted", 2);
+      const deaths = log.lines.filter((line) => line.level === 'error').map((line) => line.fields);
+      expect(deaths).toMatchObject([
+        { attempt: 1, restartInMs: 0 },
+        { attempt: 2, restartInMs: restartDelayMs(2) },
+      ]);
+      expect(restartDelayMs(2)).toBeGreaterThan(0);
+      expect((await client.query('select count(*)::int as n from kept')).rows).toEqual([{ n: 1 }]);
+    } finally {
+      await client.close();
+      await rm(dir, { recursive: true, force: true });
+    }
+  });
+
+  it('backs off further for each worker in a row that dies, up to a limit', () => {
+    const delays = [1, 2, 3, 4, 5, 20].map(restartDelayMs);
+    expect(delays.slice(0, 5)).toEqual([0, 500, 1_000, 2_000, 4_000]);
+    expect(delays[5]).toBe(30_000);
+  });
+
+  it('does not restart an in-memory database, whose data died with the worker', async () => {
     let worker: Worker | undefined;
-    const client = await PgliteThreadClient.start('memory://', (workerData) => {
-      worker = new Worker(new URL('../../src/db/pglite-worker.ts', import.meta.url), { workerData });
-      return worker;
+    const client = await PgliteThreadClient.start('memory://', {
+      spawn: (workerData) => {
+        worker = new Worker(WORKER, { workerData });
+        return worker;
+      },
     });
     const pending = client.query(`select pg_sleep(${LONG_STATEMENT_S})`);
     await worker?.terminate();
     await expect(pending).rejects.toMatchObject({ code: 'CONNECTION_CLOSED', message: expect.stringContaining("PGlite's worker thread stopped") });
-    await expect(client.query('select 1')).rejects.toMatchObject({ code: 'CONNECTION_CLOSED' });
+    await expect(client.query('select 1')).rejects.toMatchObject({ code: 'CONNECTION_CLOSED', message: expect.stringContaining('restart Troupe') });
   });
 });
