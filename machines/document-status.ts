@@ -1,8 +1,12 @@
 import { setup, transition } from 'xstate';
 
 export type DocumentStatus = 'pending' | 'processing' | 'ready' | 'failed';
+/** What the database holds: the statuses above, and `uploading` while an upload's parts are stored. */
+export type StoredDocumentStatus = DocumentStatus | 'uploading';
 
 export type DocumentEvent =
+  /** The upload's last part is stored: the document joins the queue. */
+  | { type: 'stored' }
   /** A worker takes the document (also one whose previous worker's lease ran out). */
   | { type: 'claim' }
   | { type: 'succeed' }
@@ -16,6 +20,7 @@ export type DocumentAction = 'cancelProcessing' | 'removeChunks' | 'requeue';
 /**
  * A document's status, as the interface defines it:
  *
+ *   uploading --stored--> pending   (uploading is never shown: the upload's request has not returned)
  *   pending --claim--> processing --succeed--> ready
  *                                 --fail-----> failed
  *   ready | failed | processing --reprocess--> pending   (processing: the running work is cancelled)
@@ -33,8 +38,11 @@ const documentStatusMachine = setup({
   },
 }).createMachine({
   id: 'documentStatus',
-  initial: 'pending',
+  initial: 'uploading',
   states: {
+    uploading: {
+      on: { stored: 'pending', delete: 'deleted' },
+    },
     pending: {
       entry: 'requeue',
       on: {
@@ -69,7 +77,7 @@ const documentStatusMachine = setup({
 export type DocumentStep = { accepted: true; next: DocumentStatus | 'deleted'; actions: DocumentAction[] } | { accepted: false };
 
 /** What `event` does to a document in `status`: the next status and the actions to carry out. */
-export function documentStep(status: DocumentStatus, event: DocumentEvent): DocumentStep {
+export function documentStep(status: StoredDocumentStatus, event: DocumentEvent): DocumentStep {
   const snapshot = documentStatusMachine.resolveState({ value: status, context: undefined });
   if (!snapshot.can(event)) return { accepted: false };
   const [next, actions] = transition(documentStatusMachine, snapshot, event);

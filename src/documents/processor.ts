@@ -7,7 +7,7 @@ import type { DocumentIndex } from '../retrieval/document-index.ts';
 import type { Embedder } from '../retrieval/embeddings.ts';
 import type { ParserPool } from '../../workers/parser-pool.ts';
 import { documentStep, type DocumentEvent } from '../../machines/document-status.ts';
-import { lockNextQueued, lockOwned, readContent, renewLease, setStatus, takeLease, type QueuedDocument } from './repository.ts';
+import { lockNextQueued, lockOwned, readContent, removeStaleUploads, renewLease, setStatus, takeLease, type QueuedDocument } from './repository.ts';
 import { DOCUMENTS_CHANNEL } from './service.ts';
 
 export interface ProcessorOptions {
@@ -38,6 +38,10 @@ export interface SettledEvent {
   status: 'ready' | 'failed';
 }
 
+/** An upload that stored no part for this long was left by a process that stopped. */
+const STALE_UPLOAD_MS = 10 * 60_000;
+const STALE_UPLOAD_SWEEP_MS = 60_000;
+
 type Write = ReturnType<DocumentIndex['chunkWrites']>[number];
 type Outcome = { event: 'succeed'; chunkCount: number; writes: Write[] } | { event: 'fail'; error: string };
 
@@ -56,6 +60,7 @@ export class DocumentProcessor {
   #stopped = false;
   #unlisten: Unlisten | null = null;
   #poll: NodeJS.Timeout | null = null;
+  #sweptAt = 0;
   readonly #settled = new Set<(event: SettledEvent) => void>();
   readonly #discarded = new Set<(event: { documentId: string }) => void>();
 
@@ -110,6 +115,7 @@ export class DocumentProcessor {
   async #claimWhileRoom(): Promise<void> {
     const { options, logger } = this.#deps;
     try {
+      await this.#removeStaleUploads();
       while (!this.#stopped && this.#running.size < options.concurrency) {
         const claimed = await this.#claim();
         if (!claimed) return;
@@ -123,6 +129,15 @@ export class DocumentProcessor {
     } catch (err) {
       if (!this.#stopped) logger.error({ err }, 'claiming documents failed');
     }
+  }
+
+  /** At most once a minute: uploads whose process died half-way (documents the uploader never got). */
+  async #removeStaleUploads(): Promise<void> {
+    const now = Date.now();
+    if (now - this.#sweptAt < STALE_UPLOAD_SWEEP_MS) return;
+    this.#sweptAt = now;
+    const removed = await removeStaleUploads(this.#deps.database.db, STALE_UPLOAD_MS);
+    if (removed > 0) this.#deps.logger.warn({ removed }, 'removed uploads left unfinished by a process that stopped');
   }
 
   async #claim(): Promise<QueuedDocument | null> {

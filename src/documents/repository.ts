@@ -1,4 +1,4 @@
-import { and, asc, eq, gt, lt, or, sql } from 'drizzle-orm';
+import { and, asc, eq, gt, lt, ne, or, sql } from 'drizzle-orm';
 import type { Db, Executor } from '../db/database.ts';
 import { documentParts, documents } from '../db/schema.ts';
 import { newId } from '../ids.ts';
@@ -49,36 +49,51 @@ const INFO_COLUMNS = {
 
 type InfoRow = Pick<Row, keyof typeof INFO_COLUMNS>;
 
-export async function insertDocument(
-  db: Executor,
-  input: { projectId: string; characterId: string; name: string; mimeType: string; content: Uint8Array },
-): Promise<DocumentInfo> {
+/**
+ * A new document in `uploading`, which no read shows and the queue never claims: its parts are
+ * stored next (storePart), each in a statement of its own, and finishUpload queues it.
+ */
+export async function insertUploading(db: Executor, input: { projectId: string; characterId: string; name: string; mimeType: string; fileSize: number }): Promise<string> {
+  const id = newId('document');
+  await db.insert(documents).values({ id, ...input, status: 'uploading' });
+  return id;
+}
+
+/** Stores one piece of the original (at most CONTENT_PIECE_BYTES); the upload counts as alive. */
+export async function storePart(db: Executor, id: string, part: number, piece: Uint8Array): Promise<void> {
+  await db.insert(documentParts).values({ documentId: id, part, bytes: Buffer.from(piece.buffer, piece.byteOffset, piece.byteLength) });
+  await db.update(documents).set({ updatedAt: new Date() }).where(and(eq(documents.id, id), eq(documents.status, 'uploading')));
+}
+
+/** The original's pieces, in order, as storePart takes them. */
+export function* contentPieces(content: Uint8Array): Generator<Uint8Array> {
+  for (let offset = 0; offset < content.byteLength; offset += CONTENT_PIECE_BYTES) yield content.subarray(offset, offset + CONTENT_PIECE_BYTES);
+}
+
+/** `uploading` -> `pending`; undefined when the document is gone (its character was deleted meanwhile). */
+export async function finishUpload(db: Executor, id: string): Promise<DocumentInfo | undefined> {
   const [row] = await db
-    .insert(documents)
-    .values({
-      id: newId('document'),
-      projectId: input.projectId,
-      characterId: input.characterId,
-      name: input.name,
-      mimeType: input.mimeType,
-      fileSize: input.content.byteLength,
-      status: 'pending',
-    })
+    .update(documents)
+    .set({ status: 'pending', updatedAt: new Date() })
+    .where(and(eq(documents.id, id), eq(documents.status, 'uploading')))
     .returning(INFO_COLUMNS);
-  if (!row) throw new Error('insert returned no row');
-  const { content } = input;
-  for (let part = 0, offset = 0; offset < content.byteLength; part++, offset += CONTENT_PIECE_BYTES) {
-    const piece = content.subarray(offset, offset + CONTENT_PIECE_BYTES);
-    await db.insert(documentParts).values({ documentId: row.id, part, bytes: Buffer.from(piece.buffer, piece.byteOffset, piece.byteLength) });
-  }
-  return toInfo(row);
+  return row ? toInfo(row) : undefined;
+}
+
+/** Uploads whose process died before finishing them: no part stored for `staleMs`. */
+export async function removeStaleUploads(db: Executor, staleMs: number): Promise<number> {
+  const rows = await db
+    .delete(documents)
+    .where(and(eq(documents.status, 'uploading'), lt(documents.updatedAt, sql`now() - make_interval(secs => ${staleMs / 1000})`)))
+    .returning({ id: documents.id });
+  return rows.length;
 }
 
 export async function findDocument(db: Executor, projectId: string, characterId: string, id: string, lock = false): Promise<(DocumentInfo & QueuedDocument) | undefined> {
   const query = db
     .select(INFO_COLUMNS)
     .from(documents)
-    .where(and(eq(documents.projectId, projectId), eq(documents.characterId, characterId), eq(documents.id, id)));
+    .where(and(eq(documents.projectId, projectId), eq(documents.characterId, characterId), eq(documents.id, id), ne(documents.status, 'uploading')));
   const [row] = lock ? await query.for('update') : await query;
   return row ? { ...toInfo(row), ...toQueued(row) } : undefined;
 }
@@ -87,7 +102,7 @@ export async function listDocuments(db: Executor, projectId: string, characterId
   const rows = await db
     .select(INFO_COLUMNS)
     .from(documents)
-    .where(and(eq(documents.projectId, projectId), eq(documents.characterId, characterId), page.after ? gt(documents.id, page.after) : undefined))
+    .where(and(eq(documents.projectId, projectId), eq(documents.characterId, characterId), ne(documents.status, 'uploading'), page.after ? gt(documents.id, page.after) : undefined))
     .orderBy(asc(documents.id))
     .limit(page.limit);
   return rows.map(toInfo);

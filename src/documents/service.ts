@@ -5,7 +5,7 @@ import { TroupeError, notFound } from '../errors.ts';
 import type { Page } from '../projects/service.ts';
 import type { DocumentIndex } from '../retrieval/document-index.ts';
 import { documentStep, type DocumentEvent } from '../../machines/document-status.ts';
-import { deleteDocumentRow, findDocument, insertDocument, listDocuments, setStatus, type DocumentInfo } from './repository.ts';
+import { contentPieces, deleteDocumentRow, findDocument, finishUpload, insertUploading, listDocuments, setStatus, storePart, type DocumentInfo } from './repository.ts';
 import { detectDocumentType } from './sniff.ts';
 
 /** NOTIFY channel that wakes every process's document processor. */
@@ -46,11 +46,25 @@ export class DocumentService {
     await this.assertCharacter(projectId, characterId);
     const detected = detectDocumentType(file.bytes, file.declaredType, file.name);
     if (!detected.ok) throw new TroupeError('unsupported_media_type', detected.message, { param: 'file' });
-    return this.#db.transaction(async (tx) => {
-      const document = await insertDocument(tx, { projectId, characterId, name: file.name, mimeType: detected.mimeType, content: file.bytes });
-      await notify(tx, DOCUMENTS_CHANNEL, document.id);
+    // A statement per part, not one transaction for the whole file: on PGlite every statement
+    // waits for an open transaction, and a 50 MB upload held every other request for 4-11 s.
+    // Until finishUpload the document is `uploading`, which no read shows and no worker claims.
+    const id = await insertUploading(this.#db, { projectId, characterId, name: file.name, mimeType: detected.mimeType, fileSize: file.bytes.byteLength });
+    try {
+      let part = 0;
+      for (const piece of contentPieces(file.bytes)) await storePart(this.#db, id, part++, piece);
+      const document = await this.#db.transaction(async (tx) => {
+        const queued = await finishUpload(tx, id);
+        if (queued) await notify(tx, DOCUMENTS_CHANNEL, id);
+        return queued;
+      });
+      if (!document) throw new TroupeError('not_found', `Character '${characterId}' was deleted during the upload.`, { param: 'characterId' });
       return document;
-    });
+    } catch (err) {
+      // Nothing half-stored stays behind (a process that dies here leaves it to removeStaleUploads).
+      await deleteDocumentRow(this.#db, id).catch(() => undefined);
+      throw err;
+    }
   }
 
   async list(projectId: string, characterId: string, page: Page): Promise<DocumentInfo[]> {

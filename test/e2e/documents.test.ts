@@ -1,6 +1,9 @@
 import { connect } from 'node:net';
 import sharp from 'sharp';
+import { eq } from 'drizzle-orm';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { documentParts } from '../../src/db/schema.ts';
+import { insertUploading, lockNextQueued, removeStaleUploads, storePart } from '../../src/documents/repository.ts';
 import { deflatedEntry, LORE, makeDocx, makePdf, makeRawPdf, makeZip, pngHeader, renderTextPng } from '../support/document-fixtures.ts';
 import { settled, upload } from '../support/documents.ts';
 import { BACKENDS } from '../support/env.ts';
@@ -219,6 +222,25 @@ describe.each(BACKENDS)('documents on $kind', (backend) => {
     const names = (await f.api.get(docs()).expect(200)).map((d: { name: string }) => d.name);
     expect(names).not.toContain('archive.zip');
     expect(names).not.toContain('empty.txt');
+  });
+
+  it('keeps an upload whose parts are still being stored out of sight and out of the queue, and removes one left unfinished', async () => {
+    const { db } = f.t.server.resources.database;
+    const owner = (await f.api.get(`/characters/${character.id}`).expect(200)) as { projectId: string };
+    const id = await insertUploading(db, { projectId: owner.projectId, characterId: character.id, name: 'half.txt', mimeType: 'text/plain', fileSize: 3 * 1024 * 1024 });
+    await storePart(db, id, 0, new Uint8Array(1024 * 1024).fill(65));
+    await f.api.get(docs(`/${id}`)).expect(404);
+    expect((await f.api.get(docs()).expect(200)).map((d: { id: string }) => d.id)).not.toContain(id);
+    expect((await db.transaction((tx) => lockNextQueued(tx)))?.id).not.toBe(id);
+    // Not stale yet: kept. Past the limit: gone, with its parts.
+    expect(await removeStaleUploads(db, 60_000)).toBe(0);
+    expect(await removeStaleUploads(db, 0)).toBe(1);
+    expect(await db.select().from(documentParts).where(eq(documentParts.documentId, id))).toEqual([]);
+    // A whole upload still goes through to pending, with every part.
+    const { body } = await send({ name: 'three.txt', type: 'text/plain', bytes: 'Gullrock '.repeat(300_000) });
+    expect(body.status).toBe('pending');
+    expect((await db.select().from(documentParts).where(eq(documentParts.documentId, body.id))).length).toBe(3);
+    await settled(f.t, character.id, body.id, f.key);
   });
 
   it('answers 413 as soon as a file passes 50 MB, without reading the rest', async () => {

@@ -1,13 +1,20 @@
 import { describe, expect, it } from 'vitest';
-import { documentStep, type DocumentEvent, type DocumentStatus } from '../../machines/document-status.ts';
+import { documentStep, type DocumentEvent, type StoredDocumentStatus } from '../../machines/document-status.ts';
 
-const step = (status: DocumentStatus, type: DocumentEvent['type']) => documentStep(status, { type });
+const step = (status: StoredDocumentStatus, type: DocumentEvent['type']) => documentStep(status, { type });
 
 describe('document status machine', () => {
   it('takes a document from pending through processing to ready or failed', () => {
     expect(step('pending', 'claim')).toEqual({ accepted: true, next: 'processing', actions: [] });
     expect(step('processing', 'succeed')).toEqual({ accepted: true, next: 'ready', actions: [] });
     expect(step('processing', 'fail')).toEqual({ accepted: true, next: 'failed', actions: [] });
+  });
+
+  it('queues an upload once its parts are stored, and nothing else happens to one still uploading', () => {
+    expect(step('uploading', 'stored')).toEqual({ accepted: true, next: 'pending', actions: ['requeue'] });
+    expect(step('uploading', 'delete')).toEqual({ accepted: true, next: 'deleted', actions: ['removeChunks'] });
+    for (const type of ['claim', 'succeed', 'fail', 'reprocess'] as const) expect(step('uploading', type)).toEqual({ accepted: false });
+    for (const status of ['pending', 'processing', 'ready', 'failed'] as const) expect(step(status, 'stored')).toEqual({ accepted: false });
   });
 
   it('lets a worker take over a document whose previous worker died while processing', () => {
