@@ -152,5 +152,5 @@ function formatRetrieval(results: RetrievalResult[]): string {
     'question p50 / p99',    'common-word p50 / p99', 'fewest results', 'vector recall@6'];
   const title = '### (c) Retrieval: DocumentIndex.search, top 6, one character in a shared index, 20 queries/s ' +
     '(goal p99 <= 5 ms PostgreSQL, <= 20 ms PGlite)';
-  return `${title}\n\n${markdownTable(header, rows)}\n\nFill (replaceChunks: chunk rows, document_terms chunk sets, HNSW): ${fills}.`;
+  return `${title}\n\n${markdownTable(header, rows)}\n\nFill (replaceChunks: chunk rows, document_terms chunk sets, the IVFFlat vector index and its retraining): ${fills}.`;
 }

@@ -122,7 +122,7 @@ const ConfigSchema = z
     EMBEDDINGS_API_KEY: z.string().min(1).optional(),
     /** Embedding model; unset means documents are searched by full text only. */
     EMBEDDINGS_MODEL: z.string().min(1).optional(),
-    /** Sent as `dimensions` (models that can shorten their vectors); also sizes the HNSW index. */
+    /** Sent as `dimensions` (models that can shorten their vectors); also sizes the IVFFlat index. */
     EMBEDDINGS_DIMENSIONS: z.coerce.number().int().min(1).max(16_000).optional(),
     /** Texts sent in one embeddings request. */
     EMBEDDINGS_BATCH_SIZE: z.coerce.number().int().min(1).max(2048).default(64),

@@ -189,7 +189,7 @@ export async function measureRetrieval(o: RetrievalOptions) {
   }
 }
 
-/** Mean share of the exact cosine top 6 that the HNSW search returns. */
+/** Mean share of the exact cosine top 6 that the approximate (IVFFlat) search returns. */
 async function recall(db: Db, scope: { projectId: string; characterId: string }, queryVectors: number[][]): Promise<number> {
   let sum = 0;
   for (const vector of queryVectors) {

@@ -166,7 +166,7 @@ const blockBits = customType<{ data: string }>({ dataType: () => 'bit(1024)' });
 
 /**
  * pgvector's `vector` without a dimension, so one column holds whichever embedding model is
- * configured; searches and the HNSW index cast to `vector(N)` for the configured N.
+ * configured; searches cast to `vector(N)`, the IVFFlat index to `halfvec(N)`, for the configured N.
  */
 const vector = customType<{ data: number[]; driverData: string }>({
   dataType: () => 'vector',

@@ -4,10 +4,10 @@ import type { Db, Executor } from '../db/database.ts';
 import type { Chunk } from '../documents/chunker.ts';
 import { newId } from '../ids.ts';
 import { readTermSets, termSetsInsert } from './full-text-search.ts';
-import { prepareVectorSearch, rowsOf } from './pgvector-setup.ts';
+import { CHUNKS_PER_LIST, prepareVectorSearch, rowsOf, trainVectorIndex, vectorIndexOf } from './pgvector-setup.ts';
 import { queryTerms } from './query-terms.ts';
 import { byRank, planText, TERM_BLOCK, topText, type TextHit } from './text-ranking.ts';
-import { HNSW_EF_SEARCH, vectorHits, vectorLiteral } from './vector-search.ts';
+import { probesFor, vectorHits, vectorLiteral } from './vector-search.ts';
 
 export interface DocumentIndex {
   readonly vectors: boolean; // false: full-text only (no pgvector or no embeddings backend)
@@ -29,35 +29,48 @@ export interface RetrievedChunk { documentId: string; chunkId: string; content: 
 const RRF_K = 60;
 /** Each list contributes this many candidates per requested result before fusion. */
 const CANDIDATES_PER_RESULT = 4;
-/** Characters with at most this many ready chunks are searched by exact cosine, not HNSW. */
+/** Characters with at most this many ready chunks are searched by exact cosine, not the vector index. */
 const EXACT_VECTOR_CHUNKS = 2_000;
 
 export interface PostgresDocumentIndexOptions {
   db: Db;
   logger: Logger;
-  /** EMBEDDINGS_DIMENSIONS: the HNSW index is made for this dimension. */
+  /** EMBEDDINGS_DIMENSIONS: the vector index is made for this dimension. */
   dimensions: number | undefined;
   /** Whether an embeddings backend is configured (EMBEDDINGS_MODEL). */
   embeddings: boolean;
   /** Up to this many ready chunks a character's vectors are compared exactly [2,000]. */
   exactVectorChunks?: number;
-  /** hnsw.ef_search: recall against latency (vector-search.ts) [HNSW_EF_SEARCH]. */
-  efSearch?: number;
+  /** ivfflat.probes: recall against latency [probesFor(lists) in vector-search.ts]. */
+  probes?: number;
 }
 
-/** Startup: checks for pgvector (warning when it is missing), makes the HNSW index, returns the index. */
+/** Startup: checks for pgvector (warning when it is missing), makes the vector index, returns the index. */
 export async function openDocumentIndex(options: PostgresDocumentIndexOptions): Promise<PostgresDocumentIndex> {
-  const embeddingColumn = await prepareVectorSearch(options.db, options);
+  const { embeddingColumn, lists } = await prepareVectorSearch(options.db, options);
   if (embeddingColumn && options.embeddings && options.dimensions === undefined) {
-    options.logger.info('EMBEDDINGS_DIMENSIONS is not set, so there is no HNSW index and vector search scans every chunk of a character');
+    options.logger.info('EMBEDDINGS_DIMENSIONS is not set, so there is no vector index and vector search scans every chunk of a character');
   }
-  return new PostgresDocumentIndex({ db: options.db, embeddingColumn, embeddings: options.embeddings, exactVectorChunks: options.exactVectorChunks ?? EXACT_VECTOR_CHUNKS, efSearch: options.efSearch ?? HNSW_EF_SEARCH });
+  return new PostgresDocumentIndex({
+    db: options.db,
+    logger: options.logger,
+    embeddingColumn,
+    embeddings: options.embeddings,
+    exactVectorChunks: options.exactVectorChunks ?? EXACT_VECTOR_CHUNKS,
+    probes: options.probes ?? null,
+    indexed: lists > 0 && options.dimensions !== undefined ? { dimensions: options.dimensions, lists } : null,
+  });
 }
+
+/** At least this many chunks are written between two looks at whether the vector index wants more lists. */
+const RETRAIN_CHECK_CHUNKS = 2_000;
+/** How often searches look for the lists another process's retraining gave the index (probes follow them). */
+const LISTS_REFRESH_MS = 60_000;
 
 /**
  * Chunks in PostgreSQL (server or PGlite): full text through the per-block chunk sets of each
  * document's words in `document_terms` (full-text-search.ts, ranked exactly by text-ranking.ts),
- * vectors through pgvector's HNSW index (vector-search.ts), fused by reciprocal rank fusion.
+ * vectors through pgvector's IVFFlat index (vector-search.ts), fused by reciprocal rank fusion.
  */
 class PostgresDocumentIndex implements DocumentIndex {
   readonly vectors: boolean;
@@ -65,10 +78,26 @@ class PostgresDocumentIndex implements DocumentIndex {
   /** Whether `document_chunks.embedding` exists, i.e. the server has pgvector. */
   readonly #embeddingColumn: boolean;
   readonly #exactVectorChunks: number;
-  readonly #efSearch: number;
+  readonly #probes: number | null;
+  readonly #logger: Logger;
+  /** The vector index's dimension and lists as last seen (`at`); null without one. */
+  readonly #indexed: { dimensions: number; lists: number; at: number } | null;
+  /** Chunks with vectors this process wrote since it last looked at the index's lists. */
+  #written = 0;
+  #training = false;
 
-  constructor(options: { db: Db; embeddingColumn: boolean; embeddings: boolean; exactVectorChunks: number; efSearch: number }) {
-    this.#efSearch = options.efSearch;
+  constructor(options: {
+    db: Db;
+    logger: Logger;
+    embeddingColumn: boolean;
+    embeddings: boolean;
+    exactVectorChunks: number;
+    probes: number | null;
+    indexed: { dimensions: number; lists: number } | null;
+  }) {
+    this.#probes = options.probes;
+    this.#logger = options.logger;
+    this.#indexed = options.indexed && { ...options.indexed, at: performance.now() };
     this.#db = options.db;
     this.#embeddingColumn = options.embeddingColumn;
     this.#exactVectorChunks = options.exactVectorChunks;
@@ -84,6 +113,7 @@ class PostgresDocumentIndex implements DocumentIndex {
       throw new Error(`${embeddings.length} embeddings for ${chunks.length} chunks`);
     }
     const withVectors = this.#embeddingColumn && embeddings !== null;
+    const dimensions = embeddings?.[0]?.length;
     const vectorColumns = withVectors ? sql`, embedding, embedding_dims` : sql``;
     const vectorValues = withVectors ? sql`, r.embedding::vector, r.embedding_dims` : sql``;
     const vectorFields = withVectors ? sql`, embedding text, embedding_dims int` : sql``;
@@ -108,9 +138,32 @@ class PostgresDocumentIndex implements DocumentIndex {
           select r.id, ${doc.id}, ${doc.projectId}, ${doc.characterId}, r.ordinal, r.content, r.token_count, r.page, r.heading_path, r.start_offset, r.end_offset${vectorValues}
           from r)
         ${termSetsInsert(doc.id, block, sql`r`)}`);
+      if (withVectors) this.#noteWritten(batch.length, dimensions);
     };
     const remove = (tx: Executor) => this.removeDocument(tx, doc.id);
     return [remove, ...[...blocksOf(chunks)].map(([block, batch]) => blockWrite(block, batch))];
+  }
+
+  /**
+   * Once the chunks written since the last look could have doubled the index's (or
+   * RETRAIN_CHECK_CHUNKS at least), retrains it in the background if it is due: its own
+   * transaction, which waits for the caller's to commit, under a lock other processes skip.
+   */
+  #noteWritten(chunks: number, dimensions: number | undefined): void {
+    const indexed = this.#indexed;
+    if (!indexed || dimensions !== indexed.dimensions) return;
+    this.#written += chunks;
+    if (this.#training || this.#written < Math.max(RETRAIN_CHECK_CHUNKS, indexed.lists * CHUNKS_PER_LIST)) return;
+    this.#training = true;
+    this.#written = 0;
+    trainVectorIndex(this.#db, { dimensions, logger: this.#logger, wait: false })
+      .then((lists) => {
+        if (lists !== null) Object.assign(indexed, { lists, at: performance.now() });
+      })
+      .catch((err: unknown) => this.#logger.warn({ err }, 'could not retrain the vector index; searches still use the old one'))
+      .finally(() => {
+        this.#training = false;
+      });
   }
 
   async removeDocument(tx: Executor, documentId: string): Promise<void> {
@@ -125,7 +178,7 @@ class PostgresDocumentIndex implements DocumentIndex {
     // Fusing one list keeps its order, so without a vector list the text top `limit` is the answer.
     const candidates = vector ? Math.max(query.limit * CANDIDATES_PER_RESULT, 20) : query.limit;
     const textHits = stats.length > 0 ? topText(planText(stats, chunks), sets, candidates) : [];
-    const vectorIds = vector ? await vectorHits(this.#db, scope, vector, candidates, chunks <= this.#exactVectorChunks, this.#efSearch) : [];
+    const vectorIds = vector ? await vectorHits(this.#db, scope, vector, candidates, chunks <= this.#exactVectorChunks, this.#probesNow()) : [];
     if (textHits.length === 0 && vectorIds.length === 0) return [];
     const rows = await this.#rowsOf(textHits, vectorIds);
     const byKey = new Map(rows.map((row) => [`${row.document_id} ${row.ordinal}`, row]));
@@ -142,6 +195,22 @@ class PostgresDocumentIndex implements DocumentIndex {
       const headingPath = typeof row.heading_path === 'string' ? (JSON.parse(row.heading_path) as string[]) : row.heading_path;
       return [{ documentId: row.document_id, chunkId: row.id, content: row.content, score, page: row.page, headingPath }];
     });
+  }
+
+  /** Probes for the index's lists as last seen, looking again (in the background) once a minute. */
+  #probesNow(): number {
+    const indexed = this.#indexed;
+    if (this.#probes !== null || !indexed) return this.#probes ?? 1;
+    if (performance.now() - indexed.at > LISTS_REFRESH_MS) {
+      indexed.at = performance.now();
+      vectorIndexOf(this.#db, indexed.dimensions).then(
+        (found) => {
+          if (found) indexed.lists = found.lists;
+        },
+        (err: unknown) => this.#logger.warn({ err }, 'could not read the vector index lists'),
+      );
+    }
+    return probesFor(indexed.lists);
   }
 
   /** The rows of both lists' candidates, one round trip: text hits by position, vector hits by id. */

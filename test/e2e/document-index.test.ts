@@ -8,7 +8,7 @@ import { sql } from 'drizzle-orm';
 import { drizzle } from 'drizzle-orm/pglite';
 import { migrate } from 'drizzle-orm/pglite/migrator';
 import { pino, type Logger } from 'pino';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { openDatabase, type Db } from '../../src/db/database.ts';
 import * as schema from '../../src/db/schema.ts';
 import { characters, documents, projects } from '../../src/db/schema.ts';
@@ -88,14 +88,15 @@ describe.each(BACKENDS)('the document index on $kind', (backend) => {
   // Without pgvector on the server, the same index searches by full text only.
   const embeddings = () => (backend.vectors ? VECTORS : null);
 
-  it('has vector search, with an HNSW index for the configured dimension, exactly when the server has pgvector', async () => {
+  it('has vector search, with an IVFFlat index for the configured dimension, exactly when the server has pgvector', async () => {
     expect(index.vectors).toBe(backend.vectors);
-    const indexes = rowsOf<{ indexdef: string }>(await db.execute(sql`select indexdef from pg_indexes where indexname = ${`document_chunks_embedding_${DIMS}_idx`}`));
+    const indexes = rowsOf<{ indexdef: string }>(await db.execute(sql`select indexdef from pg_indexes where indexname like ${`document_chunks_embedding_${DIMS}_ivf%`}`));
     if (!backend.vectors) {
       expect(indexes).toEqual([]);
       return;
     }
-    expect(indexes[0]?.indexdef).toMatch(/USING hnsw .*vector_cosine_ops.*WHERE \(embedding_dims = 3\)/);
+    expect(indexes).toHaveLength(1);
+    expect(indexes[0]?.indexdef).toMatch(/USING ivfflat .*halfvec_cosine_ops.*WHERE \(embedding_dims = 3\)/);
     // Opening again (another process, a restart) finds the index in place.
     await openDocumentIndex({ db, logger: pino({ level: 'silent' }), dimensions: DIMS, embeddings: true });
   });
@@ -168,6 +169,19 @@ describe.each(BACKENDS)('the document index on $kind', (backend) => {
 
     await db.transaction((tx) => index.replaceChunks(tx, doc, [TIDES], null));
     expect((await index.search({ ...owner, text: 'harbour tides', embedding: [1, 0, 0], limit: 10 })).map((r) => r.content)).toEqual([TIDES.content]);
+  });
+
+  it.runIf(backend.vectors)('retrains the IVFFlat index as chunks grow: once written, one index with a list per 1,000 chunks', async () => {
+    const owner = await newOwner(db);
+    const doc = await newDocument(db, owner);
+    const many = Array.from({ length: 2_500 }, (_, i) => chunk(i, `entry ${i}`));
+    const vectors = many.map((_, i) => [Math.cos(i / 100), Math.sin(i / 100), 1 + (i % 7)]);
+    await db.transaction((tx) => index.replaceChunks(tx, doc, many, vectors));
+    const names = async () => rowsOf<{ indexname: string }>(await db.execute(sql`select indexname from pg_indexes where indexname like ${`document_chunks_embedding_${DIMS}_ivf%`}`)).map((r) => r.indexname);
+    // Built on the empty database at startup with one list; the write retrains it in the background once committed.
+    await vi.waitFor(async () => expect(await names()).toEqual([`document_chunks_embedding_${DIMS}_ivf2`]), { timeout: 30_000, interval: 200 });
+    const found = await index.search({ ...owner, text: 'zzzz', embedding: vectors[1234] ?? [], limit: 3 });
+    expect(found[0]?.content).toBe('entry 1234');
   });
 
   it('searches by full text only without an embeddings backend', async () => {

@@ -16,7 +16,7 @@ import { BACKENDS } from '../support/env.ts';
  * Every result right: on a generated corpus shared by several characters, DocumentIndex.search
  * returns exactly what a brute-force ranking of the character's ready chunks returns - the
  * full-text ranking of text-ranking.ts, exact cosine, and their reciprocal rank fusion - and
- * the HNSW path finds >= 95% of the exact cosine top 6.
+ * the IVFFlat path finds >= 95% of the exact cosine top 6.
  */
 const DIMS = 16;
 const LIMIT = 6;
@@ -101,7 +101,7 @@ describe.each(BACKENDS)('retrieval results on $kind', (backend) => {
   let opened: Awaited<ReturnType<typeof openDatabaseOn>>;
   let db: Db;
   let exact: DocumentIndex;
-  let hnsw: DocumentIndex;
+  let approximate: DocumentIndex;
   const projectId = newId('project');
   const [hero, small, ...others] = Array.from({ length: 5 }, () => newId('character'));
   const owner = (characterId: string | undefined) => ({ projectId, characterId: characterId ?? '' });
@@ -131,7 +131,7 @@ describe.each(BACKENDS)('retrieval results on $kind', (backend) => {
     db = opened.database.db;
     const logger = pino({ level: 'silent' });
     exact = await openDocumentIndex({ db, logger, dimensions: DIMS, embeddings: true, exactVectorChunks: 1_000_000 });
-    hnsw = await openDocumentIndex({ db, logger, dimensions: DIMS, embeddings: true, exactVectorChunks: 0 });
+    approximate = await openDocumentIndex({ db, logger, dimensions: DIMS, embeddings: true, exactVectorChunks: 0 });
     await db.insert(projects).values({ id: projectId, name: 'p' });
     await db.insert(characters).values([hero, small, ...others].map((id) => ({ id: id ?? '', projectId, name: 'c' })));
     // One document spans three blocks of term sets; the commonest words are stored as bitmaps,
@@ -182,19 +182,19 @@ describe.each(BACKENDS)('retrieval results on $kind', (backend) => {
     }
   });
 
-  it.runIf(backend.vectors)('finds >= 95% of the exact cosine top 6 through HNSW, and 6 results even for a character with few chunks', async () => {
+  it.runIf(backend.vectors)('finds >= 95% of the exact cosine top 6 through the IVFFlat index, and 6 results even for a character with few chunks', async () => {
     const stored = await storedOf(hero);
     let shared = 0;
     for (let i = 0; i < queries.length; i++) {
       const query = vector();
       const truth = new Set(bruteVector(stored, query).slice(0, LIMIT));
-      const found = await hnsw.search({ ...owner(hero), text: 'zzzz', embedding: query, limit: LIMIT });
+      const found = await approximate.search({ ...owner(hero), text: 'zzzz', embedding: query, limit: LIMIT });
       expect(found).toHaveLength(LIMIT);
       shared += found.filter((r) => truth.has(r.chunkId)).length;
     }
     expect(shared / (queries.length * LIMIT)).toBeGreaterThanOrEqual(0.95);
     // 10 chunks among 4,010: a filtered graph walk must keep going until it has its 6.
-    const few = await hnsw.search({ ...owner(small), text: 'zzzz', embedding: vector(), limit: LIMIT });
+    const few = await approximate.search({ ...owner(small), text: 'zzzz', embedding: vector(), limit: LIMIT });
     expect(few).toHaveLength(LIMIT);
   });
 });
