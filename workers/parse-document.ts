@@ -6,6 +6,9 @@ import { toParseResult } from '../src/documents/parsers/parsed.ts';
 import { SectionBuilder } from '../src/documents/section-builder.ts';
 import type { DocumentMimeType, ParseLimits, ParseResult } from '../src/documents/types.ts';
 import { chunkSections, type Chunk, type ChunkOptions } from '../src/documents/chunker.ts';
+import { runBelowNormalPriority } from '../src/thread-priority.ts';
+
+runBelowNormalPriority();
 
 export interface ParseTask {
   bytes: Uint8Array;
