@@ -9,7 +9,6 @@ import { PGlite, type Transaction } from '@electric-sql/pglite';
 import { vector } from '@electric-sql/pglite-pgvector';
 import { releaseStartupMemory } from '../observability/startup-memory.ts';
 import { keepWasmBaselineCompiled, PGLITE_START_PARAMS } from './pglite-memory.ts';
-import { runBelowNormalPriority } from '../thread-priority.ts';
 import { pgliteTemplatePath } from './pglite-template.ts';
 import { PG_ERROR_FIELDS, type Reply, type Request, type SerializedError, type WorkerData } from './pglite-protocol.ts';
 
@@ -65,8 +64,6 @@ function serializeError(err: unknown): SerializedError {
 // The flags are process-wide, but set here too so that this thread never compiles PGlite
 // without them, whoever started it (pglite-memory.ts says why they matter).
 keepWasmBaselineCompiled();
-// Long statements here (a document's chunks) must not take the CPU from the HTTP thread.
-runBelowNormalPriority();
 let pg: PGlite;
 try {
   // pgvector ships with PGlite's extension bundle, so embedded installs always have vector search.
