@@ -7,11 +7,11 @@
 //                                                        when given, else by initdb
 import { randomBytes } from 'node:crypto';
 import { existsSync } from 'node:fs';
-import { mkdir, readFile, rename, rm, writeFile } from 'node:fs/promises';
+import { mkdir, rename, rm, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { PGlite } from '@electric-sql/pglite';
 import { keepWasmBaselineCompiled, PGLITE_START_PARAMS } from './pglite-memory.ts';
-import { pgliteTemplatePath } from './pglite-template.ts';
+import { pgliteTemplatePath, readPgliteTemplate } from './pglite-template.ts';
 
 const [first, second] = process.argv.slice(2);
 keepWasmBaselineCompiled();
@@ -32,7 +32,8 @@ if (!first) {
     throw err;
   });
 } else if (first !== '--template') {
-  const loadDataDir = second ? new Blob([await readFile(second)]) : undefined;
+  const loadDataDir = second ? await readPgliteTemplate(second) : undefined;
+  if (second && !loadDataDir) throw new Error(`no template at ${second}`);
   const client = await PGlite.create(first, { startParams: PGLITE_START_PARAMS, ...(loadDataDir ? { loadDataDir } : {}) });
   await client.close();
 }

@@ -4,6 +4,7 @@
 // 2-4 s. `npm ci` makes it (the `prepare` script); without it the first store makes it.
 import { execFile } from 'node:child_process';
 import { existsSync, readFileSync } from 'node:fs';
+import { readFile } from 'node:fs/promises';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 
@@ -23,6 +24,16 @@ export function pgliteTemplatePath(): string {
   const packageDir = entry.slice(0, at + marker.length) + path.join('@electric-sql', 'pglite');
   const { version } = JSON.parse(readFileSync(path.join(packageDir, 'package.json'), 'utf8')) as { version: string };
   return path.join(entry.slice(0, at + marker.length), '.cache', 'troupe', `pglite-${version}.tar.gz`);
+}
+
+/** The template as PGlite's loadDataDir takes it; undefined when none was made. */
+export async function readPgliteTemplate(file = pgliteTemplatePath()): Promise<Blob | undefined> {
+  try {
+    return new Blob([await readFile(file)]);
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
+    throw err;
+  }
 }
 
 /** The template's path, made first (in a child process, so its peak leaves with it) when missing. */

@@ -2,14 +2,12 @@
 // calls it (and PGlite encodes a 50 MB bytea parameter as hex in JavaScript), so on the main
 // thread one long statement froze the HTTP server for seconds; here it only occupies this thread.
 // The main thread's side is pglite-thread-client.ts; the messages are in pglite-protocol.ts.
-import { existsSync } from 'node:fs';
-import { readFile } from 'node:fs/promises';
 import { parentPort, workerData } from 'node:worker_threads';
 import { PGlite, type Transaction } from '@electric-sql/pglite';
 import { vector } from '@electric-sql/pglite-pgvector';
 import { releaseStartupMemory } from '../observability/startup-memory.ts';
 import { keepWasmBaselineCompiled, PGLITE_START_PARAMS } from './pglite-memory.ts';
-import { pgliteTemplatePath } from './pglite-template.ts';
+import { readPgliteTemplate } from './pglite-template.ts';
 import { PG_ERROR_FIELDS, type Reply, type Request, type SerializedError, type WorkerData } from './pglite-protocol.ts';
 
 /** Below this, copying a bytea result is cheaper than giving its memory away. */
@@ -69,7 +67,7 @@ try {
   // pgvector ships with PGlite's extension bundle, so embedded installs always have vector search.
   // A store in memory starts from the empty-cluster template when there is one (pglite-template.ts):
   // a quarter of initdb's time and half its memory.
-  const template = location === 'memory://' && existsSync(pgliteTemplatePath()) ? new Blob([await readFile(pgliteTemplatePath())]) : undefined;
+  const template = location === 'memory://' ? await readPgliteTemplate() : undefined;
   pg = await PGlite.create(location, { extensions: { vector }, startParams: PGLITE_START_PARAMS, ...byteaCodec, ...(template ? { loadDataDir: template } : {}) });
 } catch (err) {
   post({ kind: 'startFailed', error: serializeError(err) });

@@ -82,28 +82,26 @@ export async function readFilePart(
  */
 class Collected {
   readonly #target: Buffer | null;
-  readonly #pieces: Buffer[] = [];
-  #used = 0;
+  /** What came past the target's room (a client that misstated the length), joined at the end. */
+  readonly #overflow: Buffer[] = [];
+  #written = 0;
 
   constructor(capacity: number) {
     this.#target = capacity > 0 ? Buffer.allocUnsafe(capacity) : null;
   }
 
   add(chunk: Buffer): void {
-    if (this.#target && this.#pieces.length === 0 && this.#used + chunk.length <= this.#target.length) {
-      chunk.copy(this.#target, this.#used);
+    if (this.#target && this.#overflow.length === 0 && this.#written + chunk.length <= this.#target.length) {
+      this.#written += chunk.copy(this.#target, this.#written);
     } else {
-      // Past the declared length (a client that misstated it): keep the rest as pieces.
-      this.#pieces.push(chunk);
+      this.#overflow.push(chunk);
     }
-    this.#used += chunk.length;
   }
 
   bytes(): Uint8Array {
-    if (!this.#target) return Buffer.concat(this.#pieces);
-    const written = this.#used - this.#pieces.reduce((sum, piece) => sum + piece.length, 0);
-    const head = this.#target.subarray(0, written);
-    return this.#pieces.length === 0 ? head : Buffer.concat([head, ...this.#pieces]);
+    const head = this.#target?.subarray(0, this.#written);
+    if (this.#overflow.length === 0 && head) return head;
+    return Buffer.concat(head ? [head, ...this.#overflow] : this.#overflow);
   }
 }
 
