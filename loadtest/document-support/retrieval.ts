@@ -193,8 +193,8 @@ export async function measureRetrieval(o: RetrievalOptions) {
 async function recall(db: Db, scope: { projectId: string; characterId: string }, queryVectors: number[][]): Promise<number> {
   let sum = 0;
   for (const vector of queryVectors) {
-    const exact = new Set(await vectorHits(db, { ...scope, notReady: [] }, vector, LIMIT, true));
-    const approximate = await vectorHits(db, { ...scope, notReady: [] }, vector, LIMIT, false);
+    const exact = new Set((await vectorHits(db, scope, vector, LIMIT, { exactUpTo: Infinity })).map((hit) => hit.id));
+    const approximate = (await vectorHits(db, scope, vector, LIMIT, { exactUpTo: 0 })).map((hit) => hit.id);
     sum += approximate.filter((id) => exact.has(id)).length / LIMIT;
   }
   return sum / queryVectors.length;

@@ -1,4 +1,4 @@
-import { sql, type SQL } from 'drizzle-orm';
+import { sql } from 'drizzle-orm';
 import type { Logger } from 'pino';
 import type { Db, Executor } from '../db/database.ts';
 import type { Chunk } from '../documents/chunker.ts';
@@ -6,7 +6,7 @@ import { newId } from '../ids.ts';
 import { readTermSets, termSetsInsert } from './full-text-search.ts';
 import { CHUNKS_PER_LIST, prepareVectorSearch, rowsOf, trainVectorIndex, vectorIndexOf } from './pgvector-setup.ts';
 import { queryTerms } from './query-terms.ts';
-import { byRank, planText, TERM_BLOCK, topText, type TextHit } from './text-ranking.ts';
+import { byTextRank, planText, TERM_BLOCK, topText, type TextHit } from './text-ranking.ts';
 import { probesFor, vectorHits, vectorLiteral } from './vector-search.ts';
 
 export interface DocumentIndex {
@@ -173,24 +173,32 @@ class PostgresDocumentIndex implements DocumentIndex {
 
   async search(query: { projectId: string; characterId: string; text: string; embedding: number[] | null; limit: number }): Promise<RetrievedChunk[]> {
     const owner = { projectId: query.projectId, characterId: query.characterId };
-    const { stats, chunks, scope, sets } = await readTermSets(this.#db, owner, queryTerms(query.text).join(' '));
     const vector = this.#embeddingColumn && query.embedding && query.embedding.length > 0 ? query.embedding : null;
     // Fusing one list keeps its order, so without a vector list the text top `limit` is the answer.
     const candidates = vector ? Math.max(query.limit * CANDIDATES_PER_RESULT, 20) : query.limit;
+    // The vector search finds the ready documents itself, so both lists are read at once.
+    const [{ stats, chunks, sets }, vectorList] = await Promise.all([
+      readTermSets(this.#db, owner, queryTerms(query.text).join(' ')),
+      vector ? vectorHits(this.#db, owner, vector, candidates, { exactUpTo: this.#exactVectorChunks, probes: this.#probesNow() }) : [],
+    ]);
     const textHits = stats.length > 0 ? topText(planText(stats, chunks), sets, candidates) : [];
-    const vectorIds = vector ? await vectorHits(this.#db, scope, vector, candidates, chunks <= this.#exactVectorChunks, this.#probesNow()) : [];
-    if (textHits.length === 0 && vectorIds.length === 0) return [];
-    const rows = await this.#rowsOf(textHits, vectorIds);
-    const byKey = new Map(rows.map((row) => [`${row.document_id} ${row.ordinal}`, row]));
-    const byId = new Map(rows.map((row) => [row.id, row]));
-    const textIds = textHits.flatMap((hit) => byKey.get(`${hit.documentId} ${hit.ordinal}`)?.id ?? []);
-    const fused = new Map<string, number>();
-    for (const list of [textIds, vectorIds]) {
-      list.forEach((id, i) => fused.set(id, (fused.get(id) ?? 0) + 1 / (RRF_K + i + 1)));
+    // Fused by position (document, ordinal), ties in the order text ranking uses; only the
+    // top `limit` chunks' rows are read.
+    const fused = new Map<string, TextHit>();
+    for (const list of [textHits, vectorList]) {
+      list.forEach((hit, i) => {
+        const key = `${hit.documentId} ${hit.ordinal}`;
+        const entry = fused.get(key) ?? { documentId: hit.documentId, ordinal: hit.ordinal, score: 0 };
+        entry.score += 1 / (RRF_K + i + 1);
+        fused.set(key, entry);
+      });
     }
-    const top = [...fused.entries()].map(([id, score]) => ({ id, score })).sort(byRank).slice(0, query.limit);
-    return top.flatMap(({ id, score }) => {
-      const row = byId.get(id);
+    const top = [...fused.values()].sort(byTextRank).slice(0, query.limit);
+    if (top.length === 0) return [];
+    const rows = await this.#rowsAt(top);
+    const byKey = new Map(rows.map((row) => [`${row.document_id} ${row.ordinal}`, row]));
+    return top.flatMap(({ documentId, ordinal, score }) => {
+      const row = byKey.get(`${documentId} ${ordinal}`);
       if (!row) return [];
       const headingPath = typeof row.heading_path === 'string' ? (JSON.parse(row.heading_path) as string[]) : row.heading_path;
       return [{ documentId: row.document_id, chunkId: row.id, content: row.content, score, page: row.page, headingPath }];
@@ -213,19 +221,13 @@ class PostgresDocumentIndex implements DocumentIndex {
     return probesFor(indexed.lists);
   }
 
-  /** The rows of both lists' candidates, one round trip: text hits by position, vector hits by id. */
-  async #rowsOf(textHits: TextHit[], vectorIds: string[]): Promise<SearchRow[]> {
-    const columns = sql`c.id, c.document_id, c.ordinal, c.content, c.page, c.heading_path`;
-    const parts: SQL[] = [];
-    if (textHits.length > 0) {
-      const keys = sql.join(textHits.map((hit) => sql`(${hit.documentId}, ${hit.ordinal}::int)`), sql`, `);
-      parts.push(sql`select ${columns} from (values ${keys}) as k(document_id, ordinal)
-        join document_chunks c on c.document_id = k.document_id and c.ordinal = k.ordinal`);
-    }
-    if (vectorIds.length > 0) {
-      parts.push(sql`select ${columns} from document_chunks c where c.id in (${sql.join(vectorIds.map((id) => sql`${id}`), sql`, `)})`);
-    }
-    return rowsOf<SearchRow>(await this.#db.execute(sql.join(parts, sql` union all `)));
+  /** The rows of the chunks at these positions, one round trip. */
+  async #rowsAt(hits: TextHit[]): Promise<SearchRow[]> {
+    const keys = sql.join(hits.map((hit) => sql`(${hit.documentId}, ${hit.ordinal}::int)`), sql`, `);
+    return rowsOf<SearchRow>(
+      await this.#db.execute(sql`select c.id, c.document_id, c.ordinal, c.content, c.page, c.heading_path
+        from (values ${keys}) as k(document_id, ordinal) join document_chunks c on c.document_id = k.document_id and c.ordinal = k.ordinal`),
+    );
   }
 }
 

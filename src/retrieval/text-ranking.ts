@@ -34,10 +34,15 @@ export interface TermBlock {
   documentId: string;
   term: string;
   block: number;
-  /** Offsets in the block (sparse terms), or null when `bits` holds them. */
-  members: readonly number[] | null;
-  /** varbit_send of a bit(TERM_BLOCK): a 4-byte length, then bit i of the block at byte i >> 3, MSB first. */
-  bits: Uint8Array | null;
+  /**
+   * bitmap: varbit_send of a bit(TERM_BLOCK) (a 4-byte length, then bit i of the block at byte
+   * i >> 3, MSB first); otherwise array_send of the int2[] of offsets in the block.
+   */
+  bitmap: boolean;
+  /** The set is data[start, end): sets share their document's buffer. */
+  data: Uint8Array;
+  start: number;
+  end: number;
 }
 
 export interface TextHit {
@@ -68,11 +73,6 @@ export function byTextRank(a: TextHit, b: TextHit): number {
   return b.score - a.score || (a.documentId < b.documentId ? -1 : a.documentId > b.documentId ? 1 : a.ordinal - b.ordinal);
 }
 
-/** Orders fused results: score descending, then id. */
-export function byRank(a: { id: string; score: number }, b: { id: string; score: number }): number {
-  return b.score - a.score || (a.id < b.id ? -1 : a.id > b.id ? 1 : 0);
-}
-
 /**
  * The exact top `limit` chunks for the plan: every chunk holding a query term is scored from
  * the sets, a block at a time (at most TERM_BLOCK masks), without reading a chunk row.
@@ -81,20 +81,28 @@ export function topText(plan: TextPlan, sets: readonly TermBlock[], limit: numbe
   const bitOf = new Map(plan.terms.map((t, i) => [t.term, 1 << i]));
   // Every mask's score up front: at most 2^MAX_PLAN_TERMS, usually 2^2 - 2^4.
   const scores = Float64Array.from({ length: 1 << plan.terms.length }, (_, mask) => scoreOf(plan, mask));
-  const blocks = new Map<string, TermBlock[]>();
-  for (const set of sets) {
-    const key = `${set.documentId} ${set.block}`;
-    const list = blocks.get(key);
-    if (list) list.push(set);
-    else blocks.set(key, [set]);
-  }
+  // In ranking order of position, so a later chunk that only ties the last kept one is out.
+  // readTermSets sends them so; others are sorted here.
+  const ordered = sets.every((set, i) => i === 0 || byPosition(sets[i - 1] as TermBlock, set) <= 0) ? sets : [...sets].sort(byPosition);
   const masks = new Uint16Array(TERM_BLOCK);
   const top: TextHit[] = [];
-  // In ranking order of position, so a later chunk that only ties the last kept one is out.
-  const ordered = [...blocks.values()].sort((a, b) => byPosition(a[0] as TermBlock, b[0] as TermBlock));
-  for (const list of ordered) {
-    const { documentId, block } = list[0] as TermBlock;
-    for (const set of list) addMembers(masks, set, bitOf.get(set.term) ?? 0);
+  for (let first = 0; first < ordered.length; ) {
+    const { documentId, block } = ordered[first] as TermBlock;
+    let end = first + 1;
+    let union = bitOf.get((ordered[first] as TermBlock).term) ?? 0;
+    for (; end < ordered.length && byPosition(ordered[first] as TermBlock, ordered[end] as TermBlock) === 0; end++) {
+      union |= bitOf.get((ordered[end] as TermBlock).term) ?? 0;
+    }
+    const next = first;
+    first = end;
+    // A block whose best chunk (every term it holds) cannot beat the last kept hit is skipped:
+    // blocks come in position order, so a tie loses too. A common-word query is decided by the
+    // first blocks instead of scoring every chunk.
+    if (top.length >= limit && (scores[union] ?? 0) <= (top[top.length - 1]?.score ?? 0)) continue;
+    for (let i = next; i < end; i++) {
+      const set = ordered[i] as TermBlock;
+      addMembers(masks, set, bitOf.get(set.term) ?? 0);
+    }
     for (let offset = 0; offset < TERM_BLOCK; offset++) {
       const mask = masks[offset] ?? 0;
       if (mask === 0) continue;
@@ -112,15 +120,20 @@ function byPosition(a: TermBlock, b: TermBlock): number {
 }
 
 function addMembers(masks: Uint16Array, set: TermBlock, bit: number): void {
-  if (set.members) {
-    for (const offset of set.members) masks[offset] = (masks[offset] ?? 0) | bit;
+  const { data, start, end } = set;
+  if (!set.bitmap) {
+    // array_send: dimensions (0 for an empty array), flags, element type, then per dimension its
+    // length and lower bound; then per element a 4-byte length (2) and the big-endian int2.
+    for (let at = start + 24; at + 1 < end; at += 6) {
+      const offset = ((data[at] ?? 0) << 8) | (data[at + 1] ?? 0);
+      masks[offset] = (masks[offset] ?? 0) | bit;
+    }
     return;
   }
-  const bits = set.bits ?? new Uint8Array(0);
-  for (let i = 4; i < bits.length; i++) {
-    const base = (i - 4) << 3;
+  for (let i = start + 4; i < end; i++) {
+    const base = (i - start - 4) << 3;
     // One step per set bit, highest (lowest offset) first.
-    for (let byte = bits[i] ?? 0; byte !== 0; ) {
+    for (let byte = data[i] ?? 0; byte !== 0; ) {
       const j = Math.clz32(byte) - 24;
       masks[base + j] = (masks[base + j] ?? 0) | bit;
       byte &= ~(0x80 >> j);

@@ -1,6 +1,5 @@
 import { sql } from 'drizzle-orm';
 import type { Db } from '../db/database.ts';
-import { scopeOf, type SearchScope } from './full-text-search.ts';
 import { rowsOf, vectorIndexOf } from './pgvector-setup.ts';
 
 /**
@@ -23,30 +22,36 @@ export function vectorLiteral(vector: number[]): string {
   return `[${vector.join(',')}]`;
 }
 
+/** A chunk found by vector search: its id and where it is. */
+export interface VectorHit {
+  id: string;
+  documentId: string;
+  ordinal: number;
+}
+
 /**
- * The character's chunks nearest to `vector` by cosine distance, nearest first.
+ * The character's chunks in `ready` documents nearest to `vector` by cosine distance, nearest
+ * first, through `document_chunks_nearest_ready` (migration 0012): it reads which documents are
+ * ready itself, so this can run beside the full-text lookup.
  *
- * `exact`: every chunk of the character is compared (the expression differs from the index's,
- * so the planner cannot use it) - right for small characters, whose chunks are a small share of
- * every list probed. Otherwise the IVFFlat index over halfvec (pgvector-setup.ts), through
- * `document_chunks_nearest` (migration 0011), with pgvector 0.8's iterative scan: filtering by
+ * Characters with at most `exactUpTo` ready chunks have every chunk compared exactly - right for
+ * small characters, whose chunks are a small share of every list probed. Others go through the
+ * IVFFlat index over halfvec (pgvector-setup.ts) with pgvector 0.8's iterative scan: filtering by
  * character happens during the scan, which probes more lists until `limit` rows pass the filter
  * instead of returning fewer (post-filtering).
  */
-export async function vectorHits(db: Db, scope: SearchScope, vector: number[], limit: number, exact: boolean, probes?: number): Promise<string[]> {
-  const n = sql.raw(String(vector.length));
-  const literal = vectorLiteral(vector);
-  if (exact) {
-    const rows = await db.execute(sql`select c.id from document_chunks c
-      where c.embedding_dims = ${n} and ${scopeOf(scope)}
-      order by c.embedding <=> ${literal}::vector, c.id limit ${limit}`);
-    return rowsOf<{ id: string }>(rows).map((row) => row.id);
-  }
+export async function vectorHits(
+  db: Db,
+  owner: { projectId: string; characterId: string },
+  vector: number[],
+  limit: number,
+  options: { exactUpTo: number; probes?: number },
+): Promise<VectorHit[]> {
   // Callers that do not track the index's lists (tools, the bench) pay a catalog read.
-  const probing = probes ?? probesFor((await vectorIndexOf(db, vector.length))?.lists ?? 1);
-  // Ids are generated (newId: letters, digits, '_'), so the array literal needs no quoting.
-  const notReady = `{${scope.notReady.join(',')}}`;
-  const rows = await db.execute(sql`select id from document_chunks_nearest(${vector.length}::int, ${literal}, ${scope.projectId}, ${scope.characterId},
-    ${notReady}::text[], ${limit}::int, ${probing}::int)`);
-  return rowsOf<{ id: string }>(rows).map((row) => row.id);
+  const probes = options.probes ?? probesFor((await vectorIndexOf(db, vector.length))?.lists ?? 1);
+  // Infinity (always exact) as the largest bigint.
+  const exactUpTo = Number.isFinite(options.exactUpTo) ? Math.floor(options.exactUpTo) : Number.MAX_SAFE_INTEGER;
+  const rows = await db.execute(sql`select id, document_id, ordinal from document_chunks_nearest_ready(${vector.length}::int, ${vectorLiteral(vector)},
+    ${owner.projectId}, ${owner.characterId}, ${limit}::int, ${probes}::int, ${exactUpTo}::bigint)`);
+  return rowsOf<{ id: string; document_id: string; ordinal: number }>(rows).map((row) => ({ id: row.id, documentId: row.document_id, ordinal: Number(row.ordinal) }));
 }

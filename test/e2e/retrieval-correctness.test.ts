@@ -8,7 +8,7 @@ import { newId } from '../../src/ids.ts';
 import { openDocumentIndex, type DocumentIndex } from '../../src/retrieval/document-index.ts';
 import { rowsOf } from '../../src/retrieval/pgvector-setup.ts';
 import { queryTerms } from '../../src/retrieval/query-terms.ts';
-import { byRank, byTextRank, planText, scoreOf, TERM_BLOCK } from '../../src/retrieval/text-ranking.ts';
+import { byTextRank, planText, scoreOf, TERM_BLOCK } from '../../src/retrieval/text-ranking.ts';
 import { openDatabaseOn } from '../support/databases.ts';
 import { BACKENDS } from '../support/env.ts';
 
@@ -91,10 +91,16 @@ function bruteVector(stored: Stored[], query: number[]): string[] {
     .map((c) => c.id);
 }
 
-function fuse(lists: string[][]): string[] {
+/** Reciprocal rank fusion; equal scores in the order text ranking uses (document, then position). */
+function fuse(stored: Stored[], lists: string[][]): string[] {
   const scores = new Map<string, number>();
   for (const list of lists) list.slice(0, CANDIDATES).forEach((id, i) => scores.set(id, (scores.get(id) ?? 0) + 1 / (RRF_K + i + 1)));
-  return [...scores.entries()].map(([id, score]) => ({ id, score })).sort(byRank).slice(0, LIMIT).map((c) => c.id);
+  const at = new Map(stored.map((c) => [c.id, c]));
+  return [...scores.entries()]
+    .map(([id, score]) => ({ id, documentId: at.get(id)?.documentId ?? '', ordinal: at.get(id)?.ordinal ?? 0, score }))
+    .sort(byTextRank)
+    .slice(0, LIMIT)
+    .map((c) => c.id);
 }
 
 describe.each(BACKENDS)('retrieval results on $kind', (backend) => {
@@ -176,7 +182,7 @@ describe.each(BACKENDS)('retrieval results on $kind', (backend) => {
     const stored = await storedOf(hero);
     for (const text of queries) {
       const query = vector();
-      const expected = fuse([bruteText(stored, text), bruteVector(stored, query)]);
+      const expected = fuse(stored, [bruteText(stored, text), bruteVector(stored, query)]);
       const found = await exact.search({ ...owner(hero), text, embedding: query, limit: LIMIT });
       expect(found.map((r) => r.chunkId), text).toEqual(expected);
     }
