@@ -4,7 +4,7 @@ import path from 'node:path';
 import { Writable } from 'node:stream';
 import { fileURLToPath } from 'node:url';
 import { PGlite } from '@electric-sql/pglite';
-import { sql } from 'drizzle-orm';
+import { eq, sql } from 'drizzle-orm';
 import { drizzle } from 'drizzle-orm/pglite';
 import { migrate } from 'drizzle-orm/pglite/migrator';
 import { pino, type Logger } from 'pino';
@@ -148,6 +148,22 @@ describe.each(BACKENDS)('the document index on $kind', (backend) => {
     await db.transaction((tx) => index.removeDocument(tx, doc.id));
     expect(await index.search({ ...owner, text: 'pirates tides', embedding: [1, 0, 0], limit: 5 })).toEqual([]);
     expect(await chunkCount(db, doc.id)).toBe(0);
+  });
+
+  it("removes a deleted document's term sets, whether the document, its character or its project is deleted", async () => {
+    const termRows = async (documentId: string) =>
+      rowsOf<{ n: number }>(await db.execute(sql`select count(*)::int as n from document_terms where document_id = ${documentId}`))[0]?.n ?? -1;
+    const [first, second, third] = [await newOwner(db), await newOwner(db), await newOwner(db)];
+    const [alone, bystander] = [await newDocument(db, first), await newDocument(db, first)];
+    const [ofCharacter, ofProject] = [await newDocument(db, second), await newDocument(db, third)];
+    for (const doc of [alone, bystander, ofCharacter, ofProject]) await db.transaction((tx) => index.replaceChunks(tx, doc, [HARBOUR, TIDES], null));
+    expect(await termRows(alone.id)).toBeGreaterThan(5);
+
+    await db.delete(documents).where(eq(documents.id, alone.id));
+    await db.delete(characters).where(eq(characters.id, second.characterId));
+    await db.delete(projects).where(eq(projects.id, third.projectId));
+    expect([await termRows(alone.id), await termRows(ofCharacter.id), await termRows(ofProject.id)]).toEqual([0, 0, 0]);
+    expect(await termRows(bystander.id)).toBeGreaterThan(5);
   });
 
   it('replaces chunks instead of adding to them, and a rolled back replace changes nothing', async () => {
