@@ -11,6 +11,8 @@ export type DocumentEvent =
   | { type: 'claim' }
   | { type: 'succeed' }
   | { type: 'fail' }
+  /** The database stopped answering mid-way: nothing was at fault, the document waits to be claimed again. */
+  | { type: 'retry' }
   | { type: 'reprocess' }
   | { type: 'delete' };
 
@@ -23,6 +25,7 @@ export type DocumentAction = 'cancelProcessing' | 'removeChunks' | 'requeue';
  *   uploading --stored--> pending   (uploading is never shown: the upload's request has not returned)
  *   pending --claim--> processing --succeed--> ready
  *                                 --fail-----> failed
+ *                                 --retry----> pending   (the database stopped answering mid-way)
  *   ready | failed | processing --reprocess--> pending   (processing: the running work is cancelled)
  *   any --delete--> deleted (chunks removed; processing cancelled)
  *
@@ -57,6 +60,7 @@ const documentStatusMachine = setup({
         claim: { target: 'processing', reenter: true },
         succeed: 'ready',
         fail: 'failed',
+        retry: 'pending',
         reprocess: { target: 'pending', actions: 'cancelProcessing' },
         delete: { target: 'deleted', actions: 'cancelProcessing' },
       },

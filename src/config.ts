@@ -103,7 +103,7 @@ const ConfigSchema = z
     DOCUMENT_LEASE_MS: z.coerce.number().int().min(500).max(3_600_000).default(30_000),
     /** How often each process looks for pending documents it was not woken for. */
     DOCUMENT_POLL_MS: z.coerce.number().int().min(100).max(600_000).default(2_000),
-    /** Processing runs (interrupted by dying processes) before a document fails. */
+    /** Processing runs (interrupted by dying processes or a database that stopped answering) before a document fails. */
     DOCUMENT_MAX_ATTEMPTS: z.coerce.number().int().min(1).max(100).default(3),
     /** Time and memory caps of one parse in the worker pool. */
     DOCUMENT_PARSE_TIMEOUT_MS: z.coerce.number().int().min(1_000).max(3_600_000).default(120_000),

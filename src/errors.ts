@@ -114,6 +114,11 @@ function databaseUnavailable(err: unknown): TroupeError | null {
   return null;
 }
 
+/** Whether `err` means the database does not answer (down, restarting, unreachable), not that the statement was at fault. */
+export function isDatabaseUnavailable(err: unknown): boolean {
+  return databaseUnavailable(err) !== null;
+}
+
 /** A thrown value from a Redis command that could not run because Redis does not answer (ioredis). */
 function redisUnavailable(err: unknown): TroupeError | null {
   for (let e = err, depth = 0; e instanceof Error && depth < 5; e = e.cause, depth++) {

@@ -101,7 +101,13 @@ export async function startServer(config: Config, logger: Logger): Promise<Runni
   const upstream = new InferenceUpstream(config.inference, logger);
   const executor = new CapabilityExecutor({ config: config.capabilities, projects, logger });
   const embedder = new Embedder(config.embeddings, logger);
-  const documentIndex = await openDocumentIndex({ db: database.db, logger, dimensions: config.embeddings.dimensions, embeddings: embedder.configured });
+  const documentIndex = await openDocumentIndex({
+    db: database.db,
+    ownConnection: database.ownConnection,
+    logger,
+    dimensions: config.embeddings.dimensions,
+    embeddings: embedder.configured,
+  });
   if (!documentIndex.vectors) {
     logger.warn(
       embedder.configured

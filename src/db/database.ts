@@ -12,6 +12,7 @@ import postgres from 'postgres';
 import { withQueryDeadlines } from './query-deadline.ts';
 import { preparePgliteDataDir } from './pglite-memory.ts';
 import { PgliteThreadClient } from './pglite-thread-client.ts';
+import type { SpawnWorker } from './pglite-worker-start.ts';
 import * as schema from './schema.ts';
 
 export type Schema = typeof schema;
@@ -21,6 +22,14 @@ export type Tx = PgTransaction<PgQueryResultHKT, Schema, ExtractTablesWithRelati
 export type Executor = Db | Tx;
 
 export type Unlisten = () => Promise<void>;
+
+/**
+ * Runs `body` on a PostgreSQL connection of its own, outside the pool and any transaction, and
+ * closes it when `body` settles (which releases the session's advisory locks, whatever happened).
+ * For statements that may not run in a transaction block (CREATE INDEX CONCURRENTLY) and long
+ * work that must not take a connection from the requests.
+ */
+export type OwnConnection = <T>(body: (db: Db) => Promise<T>) => Promise<T>;
 
 export interface Database {
   readonly kind: 'pglite' | 'postgres';
@@ -32,6 +41,8 @@ export interface Database {
    * and re-established, i.e. when notifications may have been missed.
    */
   listen(channel: string, onMessage: (payload: string) => void, onReconnect: () => void): Promise<Unlisten>;
+  /** PostgreSQL only; null on PGlite, whose single connection has nothing to gain from one. */
+  readonly ownConnection: OwnConnection | null;
   close(): Promise<void>;
 }
 
@@ -45,6 +56,8 @@ export interface OpenDatabaseOptions {
   statementTimeoutMs?: number;
   /** PGlite only: where the loss and restart of its worker thread are logged. */
   logger?: Pick<Logger, 'info' | 'error'>;
+  /** PGlite only: starts its worker thread; tests pass their own to hold (and kill) the Worker. */
+  spawnPglite?: SpawnWorker;
 }
 
 const MIGRATIONS_FOLDER = path.join(path.dirname(fileURLToPath(import.meta.url)), 'migrations');
@@ -59,14 +72,17 @@ export async function openDatabase(options: OpenDatabaseOptions): Promise<Databa
         acquireMs: options.acquireTimeoutMs ?? 2_000,
         statementMs: options.statementTimeoutMs ?? 30_000,
       })
-    : openPglite(options.dataDir, options.logger);
+    : openPglite(options.dataDir, options);
 }
 
-async function openPglite(dataDir: string, logger: OpenDatabaseOptions['logger']): Promise<Database> {
+async function openPglite(dataDir: string, options: Pick<OpenDatabaseOptions, 'logger' | 'spawnPglite'>): Promise<Database> {
   const location = await preparePgliteDataDir(dataDir);
   // PGlite runs in its own thread, so its long statements never stall this one's HTTP server
   // (pglite-worker.ts); drizzle takes the client for the PGlite API it calls.
-  const client = await PgliteThreadClient.start(location, logger ? { logger } : {});
+  const client = await PgliteThreadClient.start(location, {
+    ...(options.logger ? { logger: options.logger } : {}),
+    ...(options.spawnPglite ? { spawn: options.spawnPglite } : {}),
+  });
   const drizzled = drizzlePglite({ client: client as unknown as PGlite, schema });
   try {
     await migratePglite(drizzled, { migrationsFolder: MIGRATIONS_FOLDER });
@@ -86,6 +102,7 @@ async function openPglite(dataDir: string, logger: OpenDatabaseOptions['logger']
       // subscribes again, and notifications sent in between were missed.
       return client.listen(channel, onMessage, onReconnect);
     },
+    ownConnection: null,
     async close() {
       await client.close();
     },
@@ -116,6 +133,7 @@ async function openPostgres(url: string, poolSize: number, timeouts: PostgresTim
   });
   const bounded = withQueryDeadlines(client, { acquireMs: timeouts.acquireMs, runMs: timeouts.statementMs + DEAD_LINK_MARGIN_MS });
   const db = drizzlePostgres({ client: bounded, schema }) as unknown as Db;
+  const own = new Set<postgres.Sql>();
   return {
     kind: 'postgres',
     db,
@@ -130,8 +148,20 @@ async function openPostgres(url: string, poolSize: number, timeouts: PostgresTim
       });
       return () => sub.unlisten();
     },
+    async ownConnection(body) {
+      // No statement_timeout: what runs here (an index build) may outlast the pool's.
+      const connection = postgres(url, { max: 1, onnotice: () => {}, connect_timeout: timeouts.connectMs / 1000 });
+      own.add(connection);
+      try {
+        return await body(drizzlePostgres({ client: connection, schema }) as unknown as Db);
+      } finally {
+        own.delete(connection);
+        await connection.end({ timeout: 5 });
+      }
+    },
     async close() {
-      await client.end({ timeout: 5 });
+      // A build cut off here leaves an invalid index, which the next retraining drops.
+      await Promise.all([client.end({ timeout: 5 }), ...[...own].map((connection) => connection.end({ timeout: 0 }))]);
     },
   };
 }

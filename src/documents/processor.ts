@@ -1,8 +1,10 @@
 import { randomUUID } from 'node:crypto';
 import { hostname } from 'node:os';
+import { setTimeout as sleep } from 'node:timers/promises';
 import type { Logger } from 'pino';
 import type { Invalidations } from '../cache/invalidations.ts';
 import type { Database, Unlisten } from '../db/database.ts';
+import { isDatabaseUnavailable } from '../errors.ts';
 import type { DocumentIndex } from '../retrieval/document-index.ts';
 import type { Embedder } from '../retrieval/embeddings.ts';
 import type { ParserPool } from '../../workers/parser-pool.ts';
@@ -17,7 +19,7 @@ export interface ProcessorOptions {
   leaseMs: number;
   /** How often the queue is checked without a wake-up (other processes' expired leases). */
   pollMs: number;
-  /** Processing runs a document may start (interrupted by dying processes) before it fails. */
+  /** Processing runs a document may start (interrupted by dying processes or a database that stopped answering) before it fails. */
   maxAttempts: number;
   chunking: { maxTokens: number; overlapTokens: number };
 }
@@ -41,6 +43,8 @@ export interface SettledEvent {
 /** An upload that stored no part for this long was left by a process that stopped. */
 const STALE_UPLOAD_MS = 10 * 60_000;
 const STALE_UPLOAD_SWEEP_MS = 60_000;
+/** First pause before asking again to queue a document whose processing lost the database; doubles up to a third of the lease. */
+const REQUEUE_FIRST_PAUSE_MS = 100;
 
 type Write = ReturnType<DocumentIndex['chunkWrites']>[number];
 type Outcome = { event: 'succeed'; chunkCount: number; writes: Write[] } | { event: 'fail'; error: string };
@@ -150,7 +154,7 @@ export class DocumentProcessor {
         if (next.attempts >= options.maxAttempts) {
           await setStatus(tx, next.id, {
             status: 'failed',
-            errorMessage: `Processing was interrupted ${next.attempts} times before it finished (the server handling it stopped). Reprocess the document to try again.`,
+            errorMessage: `Processing was interrupted ${next.attempts} times before it finished (the server handling it stopped, or the database did not answer). Reprocess the document to try again.`,
           });
           return 'skip' as const;
         }
@@ -188,11 +192,46 @@ export class DocumentProcessor {
       }
     } catch (err) {
       if (signal.aborted) return discard();
+      if (isDatabaseUnavailable(err)) {
+        logger.warn({ err, documentId: doc.id }, 'document processing lost the database; the document is queued again');
+        const requeued = await this.#requeue(doc, signal).catch((requeueErr: unknown) => {
+          logger.error({ err: requeueErr, documentId: doc.id }, 'could not queue a document again; it is taken up when its lease runs out');
+          return false;
+        });
+        if (!requeued) discard();
+        return;
+      }
       logger.error({ err, documentId: doc.id }, 'document processing failed');
       await this.#finish(doc, { event: 'fail', error: 'Processing failed unexpectedly. Reprocess the document to try again.' }).catch(() => {});
     } finally {
       clearInterval(renew);
     }
+  }
+
+  /**
+   * The database stopped answering mid-way (PGlite's worker thread died and a new one is
+   * starting; PostgreSQL unreachable): the document was not at fault, so it goes back to the
+   * queue, `pending`, once the database answers again, asking with a growing pause meanwhile
+   * (the lease is renewed as usual). The claim counted an attempt, so a document that keeps
+   * losing the database fails after maxAttempts; if this process stops first, the lease runs
+   * out and any process takes the document up. False when the claim was lost meanwhile.
+   */
+  async #requeue(doc: QueuedDocument, signal: AbortSignal): Promise<boolean> {
+    const { database, options } = this.#deps;
+    for (let pause = REQUEUE_FIRST_PAUSE_MS; !this.#stopped && !signal.aborted; pause = Math.min(pause * 2, options.leaseMs / 3)) {
+      try {
+        return await database.db.transaction(async (tx) => {
+          const owned = await lockOwned(tx, doc.id, this.#owner, doc.generation);
+          if (!owned || !documentStep(owned.status, { type: 'retry' }).accepted) return false;
+          await setStatus(tx, doc.id, { status: 'pending' });
+          return true;
+        });
+      } catch (err) {
+        if (!isDatabaseUnavailable(err)) throw err;
+      }
+      await sleep(pause, undefined, { signal }).catch(() => {}); // aborted: the loop ends
+    }
+    return false;
   }
 
   /** Parse, chunk and embed: everything that does not write. */

@@ -1,12 +1,13 @@
 import { sql } from 'drizzle-orm';
 import type { Logger } from 'pino';
-import type { Db, Executor } from '../db/database.ts';
+import type { Db, Executor, OwnConnection } from '../db/database.ts';
 import type { Chunk } from '../documents/chunker.ts';
 import { newId } from '../ids.ts';
 import { readTermSets, termSetsInsert } from './full-text-search.ts';
 import { CHUNKS_PER_LIST, prepareVectorSearch, rowsOf, trainVectorIndex, vectorIndexOf } from './pgvector-setup.ts';
 import { queryTerms } from './query-terms.ts';
 import { byTextRank, planText, TERM_BLOCK, topText, type TextHit } from './text-ranking.ts';
+import { dropFailedBuilds, markAskingWrite, retrainVectorIndexConcurrently } from './vector-index-rebuild.ts';
 import { probesFor, vectorHits, vectorLiteral } from './vector-search.ts';
 
 export interface DocumentIndex {
@@ -43,11 +44,15 @@ export interface PostgresDocumentIndexOptions {
   exactVectorChunks?: number;
   /** ivfflat.probes: recall against latency [probesFor(lists) in vector-search.ts]. */
   probes?: number;
+  /** Database.ownConnection: on a PostgreSQL server, retrainings build CONCURRENTLY on one [none: in a transaction]. */
+  ownConnection?: OwnConnection | null;
 }
 
 /** Startup: checks for pgvector (warning when it is missing), makes the vector index, returns the index. */
 export async function openDocumentIndex(options: PostgresDocumentIndexOptions): Promise<PostgresDocumentIndex> {
   const { embeddingColumn, lists } = await prepareVectorSearch(options.db, options);
+  const own = options.ownConnection ?? null;
+  if (own && lists > 0 && options.dimensions !== undefined) await dropFailedBuilds(options.db, own, { dimensions: options.dimensions, logger: options.logger });
   if (embeddingColumn && options.embeddings && options.dimensions === undefined) {
     options.logger.info('EMBEDDINGS_DIMENSIONS is not set, so there is no vector index and vector search scans every chunk of a character');
   }
@@ -59,6 +64,7 @@ export async function openDocumentIndex(options: PostgresDocumentIndexOptions): 
     exactVectorChunks: options.exactVectorChunks ?? EXACT_VECTOR_CHUNKS,
     probes: options.probes ?? null,
     indexed: lists > 0 && options.dimensions !== undefined ? { dimensions: options.dimensions, lists } : null,
+    ownConnection: own,
   });
 }
 
@@ -82,6 +88,7 @@ class PostgresDocumentIndex implements DocumentIndex {
   readonly #logger: Logger;
   /** The vector index's dimension and lists as last seen (`at`); null without one. */
   readonly #indexed: { dimensions: number; lists: number; at: number } | null;
+  readonly #own: OwnConnection | null;
   /** Chunks with vectors this process wrote since it last looked at the index's lists. */
   #written = 0;
   #training = false;
@@ -94,7 +101,9 @@ class PostgresDocumentIndex implements DocumentIndex {
     exactVectorChunks: number;
     probes: number | null;
     indexed: { dimensions: number; lists: number } | null;
+    ownConnection: OwnConnection | null;
   }) {
+    this.#own = options.ownConnection;
     this.#probes = options.probes;
     this.#logger = options.logger;
     this.#indexed = options.indexed && { ...options.indexed, at: performance.now() };
@@ -138,7 +147,7 @@ class PostgresDocumentIndex implements DocumentIndex {
           select r.id, ${doc.id}, ${doc.projectId}, ${doc.characterId}, r.ordinal, r.content, r.token_count, r.page, r.heading_path, r.start_offset, r.end_offset${vectorValues}
           from r)
         ${termSetsInsert(doc.id, block, sql`r`)}`);
-      if (withVectors) this.#noteWritten(batch.length, dimensions);
+      if (withVectors) await this.#noteWritten(tx, batch.length, dimensions);
     };
     const remove = (tx: Executor) => this.removeDocument(tx, doc.id);
     return [remove, ...[...blocksOf(chunks)].map(([block, batch]) => blockWrite(block, batch))];
@@ -146,17 +155,27 @@ class PostgresDocumentIndex implements DocumentIndex {
 
   /**
    * Once the chunks written since the last look could have doubled the index's (or
-   * RETRAIN_CHECK_CHUNKS at least), retrains it in the background if it is due: its own
-   * transaction, which waits for the caller's to commit, under a lock other processes skip.
+   * RETRAIN_CHECK_CHUNKS at least), retrains it in the background if it is due, under a lock
+   * other processes skip. Either way the retraining waits for the caller's transaction to end:
+   * on a PostgreSQL server through the lock markAskingWrite takes in it, otherwise because its
+   * own transaction's SHARE lock waits for it.
    */
-  #noteWritten(chunks: number, dimensions: number | undefined): void {
+  async #noteWritten(tx: Executor, chunks: number, dimensions: number | undefined): Promise<void> {
     const indexed = this.#indexed;
     if (!indexed || dimensions !== indexed.dimensions) return;
     this.#written += chunks;
     if (this.#training || this.#written < Math.max(RETRAIN_CHECK_CHUNKS, indexed.lists * CHUNKS_PER_LIST)) return;
     this.#training = true;
     this.#written = 0;
-    trainVectorIndex(this.#db, { dimensions, logger: this.#logger, wait: false })
+    const own = this.#own;
+    try {
+      if (own) await markAskingWrite(tx, dimensions);
+    } catch (err) {
+      this.#training = false;
+      throw err;
+    }
+    const options = { dimensions, logger: this.#logger };
+    (own ? retrainVectorIndexConcurrently(own, options) : trainVectorIndex(this.#db, { ...options, wait: false }))
       .then((lists) => {
         if (lists !== null) Object.assign(indexed, { lists, at: performance.now() });
       })

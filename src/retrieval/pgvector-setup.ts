@@ -1,9 +1,11 @@
-import { sql } from 'drizzle-orm';
+import { sql, type SQL } from 'drizzle-orm';
 import type { Logger } from 'pino';
 import type { Db, Executor } from '../db/database.ts';
 
 /** Arbitrary constant: serialises this startup DDL when several processes start at once. */
 const VECTOR_SETUP_LOCK_KEY = 7_302_118_412;
+/** Arbitrary int4: with the dimension, the advisory lock of whoever builds that dimension's vector index. */
+const VECTOR_INDEX_LOCK_CLASS = 730_211_842;
 /** pgvector's IVFFlat index takes `halfvec` of at most 4,000 dimensions. */
 const IVFFLAT_MAX_DIMENSIONS = 4000;
 /** Chunks per IVFFlat list when the lists are trained (pgvector's advice: rows / 1,000). */
@@ -59,54 +61,101 @@ export async function prepareVectorSearch(db: Db, options: { dimensions: number 
  * capped filling at ~300 chunks/s; halfvec halves the index, so the lists a search probes stay
  * in shared buffers. The price is this retraining: centroids come from the rows present when
  * the index is built, and an index built on few rows would leave every chunk in a few lists.
- * The build holds a SHARE lock (searches go on, chunk writes wait): 8 s for 240 lists over 240k
- * chunks on a loaded 2-core machine, growing with chunks x lists.
+ *
+ * This is the transactional build, for startup and for PGlite: it holds a SHARE lock (searches
+ * go on, chunk writes wait), 8 s for 240 lists over 240k chunks on a loaded 2-core machine,
+ * growing with chunks x lists. On a PostgreSQL server the background retraining builds the new
+ * index CONCURRENTLY instead, so writes never wait for it (vector-index-rebuild.ts).
  */
 export async function trainVectorIndex(
   db: Db,
   options: { dimensions: number; logger: Logger; wait: boolean; onlyMissing?: boolean },
 ): Promise<number | null> {
   const { dimensions, logger } = options;
-  const n = sql.raw(String(dimensions));
+  // Without the lock first: a process waiting for it while another builds CONCURRENTLY would
+  // hold a snapshot that build waits for (a deadlock PostgreSQL ends by failing one of them).
+  const present = options.onlyMissing ? await vectorIndexOf(db, dimensions) : null;
+  if (present) return present.lists;
   return db.transaction(async (tx) => {
-    if (options.wait) await tx.execute(sql`select pg_advisory_xact_lock(${VECTOR_SETUP_LOCK_KEY})`);
+    if (options.wait) await tx.execute(sql`select pg_advisory_xact_lock(${vectorIndexLock(dimensions)})`);
     else {
-      const [lock] = rowsOf<{ locked: boolean }>(await tx.execute(sql`select pg_try_advisory_xact_lock(${VECTOR_SETUP_LOCK_KEY}) as locked`));
+      const [lock] = rowsOf<{ locked: boolean }>(await tx.execute(sql`select pg_try_advisory_xact_lock(${vectorIndexLock(dimensions)}) as locked`));
       if (lock?.locked !== true) return null;
     }
     const existing = await vectorIndexOf(tx, dimensions);
     if (existing && options.onlyMissing) return existing.lists;
     // A build over many chunks outlasts the pool's statement timeout; k-means samples 50 rows a list.
-    await tx.execute(sql`select set_config('statement_timeout', '0', true),
-      set_config('maintenance_work_mem', (greatest(pg_size_bytes(current_setting('maintenance_work_mem')), pg_size_bytes('256MB')) / 1024)::text || 'kB', true)`);
+    await tx.execute(sql`select set_config('statement_timeout', '0', true), ${buildMemorySetting(true)}`);
     // The lock the build takes anyway, taken before counting: it waits for the writes in flight
     // (the one that asked for this check among them), so the count includes them.
     await tx.execute(sql`lock table document_chunks in share mode`);
-    const [count] = rowsOf<{ rows: number | string }>(await tx.execute(sql`select count(*) as rows from document_chunks where embedding_dims = ${n}`));
-    const lists = Math.min(IVFFLAT_MAX_LISTS, Math.max(1, Math.floor(Number(count?.rows ?? 0) / CHUNKS_PER_LIST)));
+    const rows = await chunksOf(tx, dimensions);
+    const lists = listsFor(rows);
     if (existing && lists < existing.lists * 2) return existing.lists;
+    // What a concurrent build that failed left (invalid, possibly with the name this one takes).
+    for (const leftover of await failedBuildsOf(tx, dimensions)) await tx.execute(sql`drop index if exists ${sql.identifier(leftover)}`);
     const started = performance.now();
-    await tx.execute(sql`
-      create index if not exists ${sql.identifier(`document_chunks_embedding_${dimensions}_ivf${lists}`)}
-      on document_chunks using ivfflat ((embedding::halfvec(${n})) halfvec_cosine_ops) with (lists = ${sql.raw(String(lists))})
-      where embedding_dims = ${n}`);
+    await tx.execute(sql`create index if not exists ${sql.identifier(vectorIndexName(dimensions, lists))} ${vectorIndexDefinition(dimensions, lists)}`);
     if (existing) await tx.execute(sql`drop index if exists ${sql.identifier(existing.name)}`);
-    logger.info({ dimensions, lists, rows: Number(count?.rows ?? 0), ms: Math.round(performance.now() - started) }, 'vector index trained');
+    logger.info({ dimensions, lists, rows, ms: Math.round(performance.now() - started) }, 'vector index trained');
     return lists;
   });
 }
 
-/** The IVFFlat index for `dimensions` (named by its lists), if any. */
-export async function vectorIndexOf(db: Executor, dimensions: number): Promise<{ name: string; lists: number } | null> {
-  const names = rowsOf<{ name: string }>(
-    await db.execute(sql`select c.relname as name from pg_index i join pg_class c on c.oid = i.indexrelid where i.indrelid = 'document_chunks'::regclass`),
+/** The advisory lock (two-int form, one per dimension) held by whoever builds that dimension's index. */
+export function vectorIndexLock(dimensions: number): SQL {
+  return sql`${VECTOR_INDEX_LOCK_CLASS}::int, ${dimensions}::int`;
+}
+
+/** Raises maintenance_work_mem to 256 MB at least, for the transaction (`local`) or the session. */
+export function buildMemorySetting(local: boolean): SQL {
+  return sql`set_config('maintenance_work_mem', (greatest(pg_size_bytes(current_setting('maintenance_work_mem')), pg_size_bytes('256MB')) / 1024)::text || 'kB', ${local})`;
+}
+
+/** The committed chunks of `dimensions`. */
+export async function chunksOf(db: Executor, dimensions: number): Promise<number> {
+  const [count] = rowsOf<{ rows: number | string }>(await db.execute(sql`select count(*) as rows from document_chunks where embedding_dims = ${sql.raw(String(dimensions))}`));
+  return Number(count?.rows ?? 0);
+}
+
+/** pgvector's advice, rows / 1,000 lists, within its bounds. */
+export function listsFor(rows: number): number {
+  return Math.min(IVFFLAT_MAX_LISTS, Math.max(1, Math.floor(rows / CHUNKS_PER_LIST)));
+}
+
+export function vectorIndexName(dimensions: number, lists: number): string {
+  return `document_chunks_embedding_${dimensions}_ivf${lists}`;
+}
+
+/** Everything after the index name in CREATE INDEX. */
+export function vectorIndexDefinition(dimensions: number, lists: number): SQL {
+  const n = sql.raw(String(dimensions));
+  return sql`on document_chunks using ivfflat ((embedding::halfvec(${n})) halfvec_cosine_ops) with (lists = ${sql.raw(String(lists))})
+      where embedding_dims = ${n}`;
+}
+
+/** Every IVFFlat index for `dimensions`, with whether it is valid (a failed CREATE INDEX CONCURRENTLY leaves one that is not). */
+export async function vectorIndexesOf(db: Executor, dimensions: number): Promise<{ name: string; lists: number; valid: boolean }[]> {
+  const names = rowsOf<{ name: string; valid: boolean }>(
+    await db.execute(sql`select c.relname as name, i.indisvalid as valid from pg_index i join pg_class c on c.oid = i.indexrelid where i.indrelid = 'document_chunks'::regclass`),
   );
   const pattern = new RegExp(`^document_chunks_embedding_${dimensions}_ivf(\\d+)$`);
-  const found = names.flatMap(({ name }) => {
+  return names.flatMap(({ name, valid }) => {
     const lists = pattern.exec(name)?.[1];
-    return lists ? [{ name, lists: Number(lists) }] : [];
+    return lists ? [{ name, lists: Number(lists), valid }] : [];
   });
-  return found.sort((a, b) => b.lists - a.lists)[0] ?? null;
+}
+
+/** The valid IVFFlat index for `dimensions` (named by its lists; the most lists if a replaced one is left), if any. */
+export async function vectorIndexOf(db: Executor, dimensions: number): Promise<{ name: string; lists: number } | null> {
+  const found = (await vectorIndexesOf(db, dimensions)).filter((index) => index.valid);
+  const best = found.sort((a, b) => b.lists - a.lists)[0];
+  return best ? { name: best.name, lists: best.lists } : null;
+}
+
+/** Names of the invalid indexes for `dimensions`: builds that failed or were cut off. */
+export async function failedBuildsOf(db: Executor, dimensions: number): Promise<string[]> {
+  return (await vectorIndexesOf(db, dimensions)).filter((index) => !index.valid).map((index) => index.name);
 }
 
 async function hasEmbeddingColumn(db: Db): Promise<boolean> {

@@ -79,7 +79,8 @@ describe.each(BACKENDS)('the document index on $kind', (backend) => {
   beforeAll(async () => {
     opened = await openDatabaseOn(backend);
     db = opened.database.db;
-    index = await openDocumentIndex({ db, logger: pino({ level: 'silent' }), dimensions: DIMS, embeddings: true });
+    // On PostgreSQL retrainings build CONCURRENTLY on a connection of their own (vector-index-rebuild.test.ts).
+    index = await openDocumentIndex({ db, ownConnection: opened.database.ownConnection, logger: pino({ level: 'silent' }), dimensions: DIMS, embeddings: true });
   });
   afterAll(async () => {
     await opened.dispose();
@@ -194,7 +195,8 @@ describe.each(BACKENDS)('the document index on $kind', (backend) => {
     const vectors = many.map((_, i) => [Math.cos(i / 100), Math.sin(i / 100), 1 + (i % 7)]);
     await db.transaction((tx) => index.replaceChunks(tx, doc, many, vectors));
     const names = async () => rowsOf<{ indexname: string }>(await db.execute(sql`select indexname from pg_indexes where indexname like ${`document_chunks_embedding_${DIMS}_ivf%`}`)).map((r) => r.indexname);
-    // Built on the empty database at startup with one list; the write retrains it in the background once committed.
+    // Built on the empty database at startup with one list; the write retrains it in the background, counting
+    // the chunks of the transaction that asked once it commits.
     await vi.waitFor(async () => expect(await names()).toEqual([`document_chunks_embedding_${DIMS}_ivf2`]), { timeout: 30_000, interval: 200 });
     const found = await index.search({ ...owner, text: 'zzzz', embedding: vectors[1234] ?? [], limit: 3 });
     expect(found[0]?.content).toBe('entry 1234');

@@ -9,9 +9,19 @@ import { Worker } from 'node:worker_threads';
 import { sql } from 'drizzle-orm';
 import { drizzle } from 'drizzle-orm/pglite';
 import type { PGlite } from '@electric-sql/pglite';
-import type { Logger } from 'pino';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { pino, type Logger } from 'pino';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
+import { Invalidations } from '../../src/cache/invalidations.ts';
+import { openDatabase } from '../../src/db/database.ts';
 import { isUniqueViolation } from '../../src/db/errors.ts';
+import { characters, documents, projects } from '../../src/db/schema.ts';
+import { DocumentProcessor } from '../../src/documents/processor.ts';
+import { contentPieces, finishUpload, insertUploading, storePart } from '../../src/documents/repository.ts';
+import { newId } from '../../src/ids.ts';
+import { openDocumentIndex } from '../../src/retrieval/document-index.ts';
+import { Embedder } from '../../src/retrieval/embeddings.ts';
+import { rowsOf } from '../../src/retrieval/pgvector-setup.ts';
+import { ParserPool } from '../../workers/parser-pool.ts';
 import { preparePgliteDataDir } from '../../src/db/pglite-memory.ts';
 import { PgliteThreadClient } from '../../src/db/pglite-thread-client.ts';
 import { restartDelayMs } from '../../src/db/pglite-worker-start.ts';
@@ -201,6 +211,87 @@ describe('a PGlite worker thread that dies', () => {
       expect((await client.query('select count(*)::int as n from kept')).rows).toEqual([{ n: 1 }]);
     } finally {
       await client.close();
+      await rm(dir, { recursive: true, force: true });
+    }
+  });
+
+  it('requeues a document whose processing the death interrupted, which then ends ready, not failed', async () => {
+    const dir = await mkdtemp(join(tmpdir(), 'troupe-pglite-processing-'));
+    const workers: Worker[] = [];
+    const log = recordingLogger();
+    let killOnChunkWrite = true;
+    const database = await openDatabase({
+      databaseUrl: undefined,
+      dataDir: dir,
+      poolSize: 1,
+      logger: log.logger,
+      spawnPglite: (workerData) => {
+        const worker = new Worker(WORKER, { workerData });
+        workers.push(worker);
+        // The first worker dies as the processor sends its first chunk write: mid-processing, by construction.
+        const post = worker.postMessage.bind(worker);
+        worker.postMessage = (message: unknown) => {
+          if (killOnChunkWrite && String((message as { sql?: unknown }).sql).includes('insert into document_chunks')) {
+            killOnChunkWrite = false;
+            void worker.terminate();
+            return;
+          }
+          post(message);
+        };
+        return worker;
+      },
+    });
+    const logger = pino({ level: 'silent' });
+    const invalidations = new Invalidations(database);
+    const pool = new ParserPool({ maxThreads: 1, maxMemoryMb: 256, timeoutMs: 30_000, limits: { maxPages: 100, maxPixels: 1e8, maxUncompressedBytes: 1e8, maxZipEntries: 100, maxTextChars: 1e6 } });
+    const index = await openDocumentIndex({ db: database.db, ownConnection: database.ownConnection, logger, dimensions: undefined, embeddings: false });
+    const processor = new DocumentProcessor({
+      database,
+      invalidations,
+      pool,
+      embedder: new Embedder({ baseUrl: undefined, apiKey: undefined, model: undefined, dimensions: undefined, batchSize: 64 }, logger),
+      index,
+      logger,
+      options: { concurrency: 1, leaseMs: 30_000, pollMs: 60_000, maxAttempts: 3, chunking: { maxTokens: 64, overlapTokens: 8 } },
+    });
+    try {
+      await invalidations.start();
+      const projectId = newId('project');
+      const characterId = newId('character');
+      await database.db.insert(projects).values({ id: projectId, name: 'p' });
+      await database.db.insert(characters).values({ id: characterId, projectId, name: 'Rook' });
+      const text = new TextEncoder().encode('The harbour master hates pirates and keeps a cannon by the pier. '.repeat(40));
+      const id = await insertUploading(database.db, { projectId, characterId, name: 'harbour.txt', mimeType: 'text/plain', fileSize: text.byteLength });
+      let part = 0;
+      for (const piece of contentPieces(text)) await storePart(database.db, id, part++, piece);
+      await finishUpload(database.db, id);
+
+      await processor.start();
+      const status = async () => {
+        const [row] = rowsOf<{ status: string; attempts: number; chunk_count: number; error_message: string | null; chunks: number }>(
+          await database.db.execute(sql`select status, attempts, chunk_count, error_message, (select count(*)::int from document_chunks where document_id = ${id}) as chunks
+            from ${documents} where id = ${id}`),
+        );
+        return row;
+      };
+      const final = await vi.waitFor(
+        async () => {
+          const row = await status().catch(() => undefined); // the database may be restarting
+          if (row?.status !== 'ready' && row?.status !== 'failed') throw new Error(`still ${row?.status}`);
+          return row;
+        },
+        { timeout: 30_000, interval: 50 },
+      );
+      expect(workers).toHaveLength(2);
+      expect(killOnChunkWrite).toBe(false);
+      expect(final).toMatchObject({ status: 'ready', attempts: 2, error_message: null });
+      expect(final.chunks).toBe(final.chunk_count);
+      expect(final.chunk_count).toBeGreaterThan(1);
+    } finally {
+      await processor.stop();
+      await invalidations.stop();
+      await pool.close();
+      await database.close();
       await rm(dir, { recursive: true, force: true });
     }
   });

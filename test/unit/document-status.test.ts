@@ -21,6 +21,11 @@ describe('document status machine', () => {
     expect(step('processing', 'claim')).toMatchObject({ accepted: true, next: 'processing' });
   });
 
+  it('queues a document again when processing lost the database, and only one being processed', () => {
+    expect(step('processing', 'retry')).toEqual({ accepted: true, next: 'pending', actions: ['requeue'] });
+    for (const status of ['uploading', 'pending', 'ready', 'failed'] as const) expect(step(status, 'retry')).toEqual({ accepted: false });
+  });
+
   it('requeues on reprocess from ready and failed, cancels running work, and leaves pending as it is', () => {
     expect(step('ready', 'reprocess')).toEqual({ accepted: true, next: 'pending', actions: ['requeue'] });
     expect(step('failed', 'reprocess')).toEqual({ accepted: true, next: 'pending', actions: ['requeue'] });
