@@ -146,7 +146,7 @@ class PostgresDocumentIndex implements DocumentIndex {
           insert into document_chunks (id, document_id, project_id, character_id, ordinal, content, token_count, page, heading_path, start_offset, end_offset${vectorColumns})
           select r.id, ${doc.id}, ${doc.projectId}, ${doc.characterId}, r.ordinal, r.content, r.token_count, r.page, r.heading_path, r.start_offset, r.end_offset${vectorValues}
           from r)
-        ${termSetsInsert(doc.id, block, sql`r`)}`);
+        ${termSetsInsert(doc, block, sql`r`)}`);
       if (withVectors) await this.#noteWritten(tx, batch.length, dimensions);
     };
     const remove = (tx: Executor) => this.removeDocument(tx, doc.id);
