@@ -107,6 +107,7 @@ export async function startServer(config: Config, logger: Logger): Promise<Runni
     logger,
     dimensions: config.embeddings.dimensions,
     embeddings: embedder.configured,
+    vacuumTermSets: database.kind === 'pglite',
   });
   if (!documentIndex.vectors) {
     logger.warn(

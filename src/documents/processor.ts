@@ -185,6 +185,9 @@ export class DocumentProcessor {
       else {
         const event: SettledEvent = { documentId: doc.id, status: outcome.event === 'succeed' ? 'ready' : 'failed' };
         for (const listener of this.#settled) listener(event);
+        if (event.status === 'ready') {
+          this.#deps.index.afterWrite().catch((err: unknown) => logger.warn({ err }, 'could not vacuum the term sets; searches read them through the table'));
+        }
         logger.info(
           { documentId: doc.id, status: outcome.event === 'succeed' ? 'ready' : 'failed', ms: Math.round(performance.now() - started) },
           'document processed',

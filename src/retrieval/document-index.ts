@@ -21,6 +21,8 @@ export interface DocumentIndex {
    */
   chunkWrites(doc: { id: string; projectId: string; characterId: string }, chunks: Chunk[], embeddings: number[][] | null): ((tx: Executor) => Promise<void>)[];
   removeDocument(tx: Executor, documentId: string): Promise<void>;
+  /** After a document's chunks are committed (ready): upkeep the database does not do itself. */
+  afterWrite(): Promise<void>;
   /** Top chunks of the character's `ready` documents, fused by reciprocal rank fusion. */
   search(query: { projectId: string; characterId: string; text: string; embedding: number[] | null; limit: number }): Promise<RetrievedChunk[]>;
 }
@@ -46,6 +48,8 @@ export interface PostgresDocumentIndexOptions {
   probes?: number;
   /** Database.ownConnection: on a PostgreSQL server, retrainings build CONCURRENTLY on one [none: in a transaction]. */
   ownConnection?: OwnConnection | null;
+  /** The database runs no autovacuum (PGlite): afterWrite vacuums the term sets [false]. */
+  vacuumTermSets?: boolean;
 }
 
 /** Startup: checks for pgvector (warning when it is missing), makes the vector index, returns the index. */
@@ -65,6 +69,7 @@ export async function openDocumentIndex(options: PostgresDocumentIndexOptions): 
     probes: options.probes ?? null,
     indexed: lists > 0 && options.dimensions !== undefined ? { dimensions: options.dimensions, lists } : null,
     ownConnection: own,
+    vacuumTermSets: options.vacuumTermSets ?? false,
   });
 }
 
@@ -92,6 +97,10 @@ class PostgresDocumentIndex implements DocumentIndex {
   /** Chunks with vectors this process wrote since it last looked at the index's lists. */
   #written = 0;
   #training = false;
+  readonly #vacuumTermSets: boolean;
+  /** The VACUUM running, and whether documents finished since it began want another. */
+  #vacuum: Promise<void> | null = null;
+  #vacuumAgain = false;
 
   constructor(options: {
     db: Db;
@@ -102,8 +111,10 @@ class PostgresDocumentIndex implements DocumentIndex {
     probes: number | null;
     indexed: { dimensions: number; lists: number } | null;
     ownConnection: OwnConnection | null;
+    vacuumTermSets: boolean;
   }) {
     this.#own = options.ownConnection;
+    this.#vacuumTermSets = options.vacuumTermSets;
     this.#probes = options.probes;
     this.#logger = options.logger;
     this.#indexed = options.indexed && { ...options.indexed, at: performance.now() };
@@ -188,6 +199,32 @@ class PostgresDocumentIndex implements DocumentIndex {
   async removeDocument(tx: Executor, documentId: string): Promise<void> {
     await tx.execute(sql`delete from document_chunks where document_id = ${documentId}`);
     await tx.execute(sql`delete from document_terms where document_id = ${documentId}`);
+  }
+
+  /**
+   * Searches read term sets from the key alone only on pages the visibility map marks
+   * all-visible, which only VACUUM records. PostgreSQL's autovacuum does it (migration 0014 sets
+   * how soon); PGlite has none, so this process does, one VACUUM at a time, documents finished
+   * meanwhile sharing the next. It visits only pages not yet marked: the new document's.
+   */
+  afterWrite(): Promise<void> {
+    if (!this.#vacuumTermSets) return Promise.resolve();
+    if (this.#vacuum) {
+      this.#vacuumAgain = true;
+      return this.#vacuum;
+    }
+    const run = async (): Promise<void> => {
+      try {
+        do {
+          this.#vacuumAgain = false;
+          await this.#db.execute(sql`vacuum document_terms`);
+        } while (this.#vacuumAgain);
+      } finally {
+        this.#vacuum = null;
+      }
+    };
+    this.#vacuum = run();
+    return this.#vacuum;
   }
 
   async search(query: { projectId: string; characterId: string; text: string; embedding: number[] | null; limit: number }): Promise<RetrievedChunk[]> {

@@ -167,6 +167,22 @@ describe.each(BACKENDS)('the document index on $kind', (backend) => {
     expect(await termRows(bystander.id)).toBeGreaterThan(5);
   });
 
+  it('afterWrite vacuums the term sets where the database runs no autovacuum (PGlite), so searches read them from the key', async () => {
+    const pglite = backend.kind === 'pglite';
+    const vacuuming = await openDocumentIndex({ db, logger: pino({ level: 'silent' }), dimensions: undefined, embeddings: false, vacuumTermSets: pglite });
+    const owner = await newOwner(db);
+    const doc = await newDocument(db, owner);
+    await db.transaction((tx) => vacuuming.replaceChunks(tx, doc, [HARBOUR, TIDES, TAVERN], null));
+    const allVisible = async () =>
+      rowsOf<{ n: number }>(await db.execute(sql`select relallvisible::int as n from pg_class where relname = 'document_terms'`))[0]?.n ?? -1;
+    const before = await allVisible();
+    // Two documents finished at once share one VACUUM (or a second, if the first had begun).
+    await Promise.all([vacuuming.afterWrite(), vacuuming.afterWrite()]);
+    if (pglite) expect(await allVisible()).toBeGreaterThan(before);
+    else expect(await allVisible()).toBe(before);
+    expect((await vacuuming.search({ ...owner, text: 'tides', embedding: null, limit: 3 })).map((r) => r.content)).toEqual([TIDES.content]);
+  });
+
   it('replaces chunks instead of adding to them, and a rolled back replace changes nothing', async () => {
     const owner = await newOwner(db);
     const doc = await newDocument(db, owner);
