@@ -19,6 +19,8 @@ import {
 
 /** Arbitrary int4: with the dimension, held shared by a write that asked for a retraining until its transaction ends. */
 export const ASKING_WRITE_LOCK_CLASS = 730_211_843;
+/** That advisory lock's two-int key for `dimensions`. */
+const askingWriteLock = (dimensions: number) => sql`${ASKING_WRITE_LOCK_CLASS}::int, ${dimensions}::int`;
 
 /**
  * Runs inside the transaction of the write that asks for a retraining, so the retraining can
@@ -26,7 +28,7 @@ export const ASKING_WRITE_LOCK_CLASS = 730_211_843;
  * counting already, and the write must not wait for it.
  */
 export async function markAskingWrite(tx: Executor, dimensions: number): Promise<void> {
-  await tx.execute(sql`select pg_try_advisory_xact_lock_shared(${ASKING_WRITE_LOCK_CLASS}::int, ${dimensions}::int)`);
+  await tx.execute(sql`select pg_try_advisory_xact_lock_shared(${askingWriteLock(dimensions)})`);
 }
 
 /**
@@ -51,8 +53,8 @@ export async function retrainVectorIndexConcurrently(own: OwnConnection, options
     await db.execute(sql`select set_config('statement_timeout', '0', false), ${buildMemorySetting(false)}`);
     await dropLeftovers(db, dimensions, logger);
     // Waits for the write that asked for this to end (not for any other), so the count includes it.
-    await db.execute(sql`select pg_advisory_lock(${ASKING_WRITE_LOCK_CLASS}::int, ${dimensions}::int)`);
-    await db.execute(sql`select pg_advisory_unlock(${ASKING_WRITE_LOCK_CLASS}::int, ${dimensions}::int)`);
+    await db.execute(sql`select pg_advisory_lock(${askingWriteLock(dimensions)})`);
+    await db.execute(sql`select pg_advisory_unlock(${askingWriteLock(dimensions)})`);
     const existing = await vectorIndexOf(db, dimensions);
     const rows = await chunksOf(db, dimensions);
     const lists = listsFor(rows);
