@@ -281,6 +281,29 @@ export const documentTerms = pgTable(
 );
 
 /**
+ * The characters whose chunks have an IVFFlat index of their own (character-vector-index.ts): a
+ * partial index of one character's rows, so a search probes only its lists and visits no other
+ * character's rows. A row is written once its index is valid and removed before it is dropped,
+ * so a search that finds one can use the probes it gives.
+ */
+export const characterVectorIndexes = pgTable(
+  'character_vector_indexes',
+  {
+    characterId: text('character_id')
+      .notNull()
+      .references(() => characters.id, { onDelete: 'cascade' }),
+    dimensions: integer('dimensions').notNull(),
+    indexName: text('index_name').notNull(),
+    lists: integer('lists').notNull(),
+    /** ivfflat.probes for searches through it. */
+    probes: integer('probes').notNull(),
+    /** The character's ready chunks when it was built: it is rebuilt once they double. */
+    chunks: integer('chunks').notNull(),
+  },
+  (t) => [primaryKey({ columns: [t.characterId, t.dimensions] })],
+);
+
+/**
  * Responses of /v1/responses kept for `previous_response_id` and GET (unless sent with
  * `store: false`). Items are the Responses API's own JSON: `input` as the request sent it,
  * `history` every item the model was given (earlier responses' context and output, then this

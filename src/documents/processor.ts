@@ -186,7 +186,9 @@ export class DocumentProcessor {
         const event: SettledEvent = { documentId: doc.id, status: outcome.event === 'succeed' ? 'ready' : 'failed' };
         for (const listener of this.#settled) listener(event);
         if (event.status === 'ready') {
-          this.#deps.index.afterWrite().catch((err: unknown) => logger.warn({ err }, 'could not vacuum the term sets; searches read them through the table'));
+          this.#deps.index
+            .afterWrite({ characterId: doc.characterId })
+            .catch((err: unknown) => logger.warn({ err, documentId: doc.id }, 'index upkeep after a ready document failed; searches go on through the shared indexes'));
         }
         logger.info(
           { documentId: doc.id, status: outcome.event === 'succeed' ? 'ready' : 'failed', ms: Math.round(performance.now() - started) },

@@ -7,6 +7,15 @@ import { readTermSets, termSetsInsert } from './full-text-search.ts';
 import { CHUNKS_PER_LIST, prepareVectorSearch, rowsOf, trainVectorIndex, vectorIndexOf } from './pgvector-setup.ts';
 import { queryTerms } from './query-terms.ts';
 import { byTextRank, planText, TERM_BLOCK, topText, type TextHit } from './text-ranking.ts';
+import {
+  buildCharacterIndex,
+  CHARACTER_INDEX_MIN_CHUNKS,
+  CHARACTER_INDEXES_MAX,
+  characterIndexDue,
+  dropUnregisteredCharacterIndexes,
+  type CharacterIndexBuilder,
+  type CharacterIndexLimits,
+} from './character-vector-index.ts';
 import { dropFailedBuilds, markAskingWrite, retrainVectorIndexConcurrently } from './vector-index-rebuild.ts';
 import { probesFor, vectorHits, vectorLiteral } from './vector-search.ts';
 
@@ -21,8 +30,11 @@ export interface DocumentIndex {
    */
   chunkWrites(doc: { id: string; projectId: string; characterId: string }, chunks: Chunk[], embeddings: number[][] | null): ((tx: Executor) => Promise<void>)[];
   removeDocument(tx: Executor, documentId: string): Promise<void>;
-  /** After a document's chunks are committed (ready): upkeep the database does not do itself. */
-  afterWrite(): Promise<void>;
+  /**
+   * After a document of the character is ready: upkeep the database does not do itself (term
+   * set vacuum on PGlite, the character's own vector index once it is large).
+   */
+  afterWrite(doc: { characterId: string }): Promise<void>;
   /** Top chunks of the character's `ready` documents, fused by reciprocal rank fusion. */
   search(query: { projectId: string; characterId: string; text: string; embedding: number[] | null; limit: number }): Promise<RetrievedChunk[]>;
 }
@@ -50,6 +62,8 @@ export interface PostgresDocumentIndexOptions {
   ownConnection?: OwnConnection | null;
   /** The database runs no autovacuum (PGlite): afterWrite vacuums the term sets [false]. */
   vacuumTermSets?: boolean;
+  /** When characters get a vector index of their own [CHARACTER_INDEX_MIN_CHUNKS, CHARACTER_INDEXES_MAX]. */
+  characterIndexes?: Partial<CharacterIndexLimits>;
 }
 
 /** Startup: checks for pgvector (warning when it is missing), makes the vector index, returns the index. */
@@ -57,6 +71,8 @@ export async function openDocumentIndex(options: PostgresDocumentIndexOptions): 
   const { embeddingColumn, lists } = await prepareVectorSearch(options.db, options);
   const own = options.ownConnection ?? null;
   if (own && lists > 0 && options.dimensions !== undefined) await dropFailedBuilds(options.db, own, { dimensions: options.dimensions, logger: options.logger });
+  const builder: CharacterIndexBuilder = own ? { kind: 'concurrent', own, db: options.db } : { kind: 'transaction', db: options.db };
+  if (lists > 0 && options.dimensions !== undefined) await dropUnregisteredCharacterIndexes(builder, options.dimensions, options.logger);
   if (embeddingColumn && options.embeddings && options.dimensions === undefined) {
     options.logger.info('EMBEDDINGS_DIMENSIONS is not set, so there is no vector index and vector search scans every chunk of a character');
   }
@@ -70,6 +86,10 @@ export async function openDocumentIndex(options: PostgresDocumentIndexOptions): 
     indexed: lists > 0 && options.dimensions !== undefined ? { dimensions: options.dimensions, lists } : null,
     ownConnection: own,
     vacuumTermSets: options.vacuumTermSets ?? false,
+    characterIndexes: {
+      builder,
+      limits: { minChunks: CHARACTER_INDEX_MIN_CHUNKS, max: CHARACTER_INDEXES_MAX, ...options.characterIndexes },
+    },
   });
 }
 
@@ -101,6 +121,9 @@ class PostgresDocumentIndex implements DocumentIndex {
   /** The VACUUM running, and whether documents finished since it began want another. */
   #vacuum: Promise<void> | null = null;
   #vacuumAgain = false;
+  readonly #characterIndexes: { builder: CharacterIndexBuilder; limits: CharacterIndexLimits };
+  /** Per character, the upkeep of its own vector index running, and whether another document asked since it began. */
+  readonly #characterUpkeep = new Map<string, { done: Promise<void>; again: boolean }>();
 
   constructor(options: {
     db: Db;
@@ -112,7 +135,9 @@ class PostgresDocumentIndex implements DocumentIndex {
     indexed: { dimensions: number; lists: number } | null;
     ownConnection: OwnConnection | null;
     vacuumTermSets: boolean;
+    characterIndexes: { builder: CharacterIndexBuilder; limits: CharacterIndexLimits };
   }) {
+    this.#characterIndexes = options.characterIndexes;
     this.#own = options.ownConnection;
     this.#vacuumTermSets = options.vacuumTermSets;
     this.#probes = options.probes;
@@ -189,6 +214,8 @@ class PostgresDocumentIndex implements DocumentIndex {
     (own ? retrainVectorIndexConcurrently(own, options) : trainVectorIndex(this.#db, { ...options, wait: false }))
       .then((lists) => {
         if (lists !== null) Object.assign(indexed, { lists, at: performance.now() });
+        // Another build held the lock: the next block written looks again.
+        else this.#written = Math.max(RETRAIN_CHECK_CHUNKS, indexed.lists * CHUNKS_PER_LIST);
       })
       .catch((err: unknown) => this.#logger.warn({ err }, 'could not retrain the vector index; searches still use the old one'))
       .finally(() => {
@@ -201,13 +228,17 @@ class PostgresDocumentIndex implements DocumentIndex {
     await tx.execute(sql`delete from document_terms where document_id = ${documentId}`);
   }
 
+  async afterWrite(doc: { characterId: string }): Promise<void> {
+    await Promise.all([this.#vacuumOnce(), this.#characterIndexUpkeep(doc.characterId)]);
+  }
+
   /**
    * Searches read term sets from the key alone only on pages the visibility map marks
    * all-visible, which only VACUUM records. PostgreSQL's autovacuum does it (migration 0014 sets
    * how soon); PGlite has none, so this process does, one VACUUM at a time, documents finished
    * meanwhile sharing the next. It visits only pages not yet marked: the new document's.
    */
-  afterWrite(): Promise<void> {
+  #vacuumOnce(): Promise<void> {
     if (!this.#vacuumTermSets) return Promise.resolve();
     if (this.#vacuum) {
       this.#vacuumAgain = true;
@@ -225,6 +256,36 @@ class PostgresDocumentIndex implements DocumentIndex {
     };
     this.#vacuum = run();
     return this.#vacuum;
+  }
+
+  /**
+   * Builds the character's own vector index once it is due (character-vector-index.ts), one
+   * upkeep per character at a time; documents finished meanwhile share the next look.
+   */
+  #characterIndexUpkeep(characterId: string): Promise<void> {
+    const indexed = this.#indexed;
+    if (!indexed || !this.vectors) return Promise.resolve();
+    const running = this.#characterUpkeep.get(characterId);
+    if (running) {
+      running.again = true;
+      return running.done;
+    }
+    const { builder, limits } = this.#characterIndexes;
+    const upkeep = { done: Promise.resolve(), again: false };
+    upkeep.done = (async () => {
+      try {
+        do {
+          upkeep.again = false;
+          if (await characterIndexDue(this.#db, characterId, indexed.dimensions, limits)) {
+            await buildCharacterIndex(builder, { characterId, dimensions: indexed.dimensions, limits, logger: this.#logger });
+          }
+        } while (upkeep.again);
+      } finally {
+        this.#characterUpkeep.delete(characterId);
+      }
+    })();
+    this.#characterUpkeep.set(characterId, upkeep);
+    return upkeep.done;
   }
 
   async search(query: { projectId: string; characterId: string; text: string; embedding: number[] | null; limit: number }): Promise<RetrievedChunk[]> {

@@ -177,7 +177,7 @@ describe.each(BACKENDS)('the document index on $kind', (backend) => {
       rowsOf<{ n: number }>(await db.execute(sql`select relallvisible::int as n from pg_class where relname = 'document_terms'`))[0]?.n ?? -1;
     const before = await allVisible();
     // Two documents finished at once share one VACUUM (or a second, if the first had begun).
-    await Promise.all([vacuuming.afterWrite(), vacuuming.afterWrite()]);
+    await Promise.all([vacuuming.afterWrite(doc), vacuuming.afterWrite(doc)]);
     if (pglite) expect(await allVisible()).toBeGreaterThan(before);
     else expect(await allVisible()).toBe(before);
     expect((await vacuuming.search({ ...owner, text: 'tides', embedding: null, limit: 3 })).map((r) => r.content)).toEqual([TIDES.content]);

@@ -11,6 +11,7 @@ import { queryTerms } from '../../src/retrieval/query-terms.ts';
 import { byTextRank, planText, scoreOf, TERM_BLOCK } from '../../src/retrieval/text-ranking.ts';
 import { openDatabaseOn } from '../support/databases.ts';
 import { BACKENDS } from '../support/env.ts';
+import { cosineDistance, seeded } from '../support/vectors.ts';
 
 /**
  * Every result right: on a generated corpus shared by several characters, DocumentIndex.search
@@ -22,17 +23,6 @@ const DIMS = 16;
 const LIMIT = 6;
 const CANDIDATES = 24;
 const RRF_K = 60;
-
-/** Deterministic pseudo-random numbers (mulberry32). */
-function seeded(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = Math.imul(a ^ (a >>> 15), a | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 const random = seeded(42);
 // Words from very common ('oak' is in most chunks) to rare (a few chunks), Zipf-like.
@@ -56,19 +46,6 @@ interface Stored {
   ordinal: number;
   words: Set<string>;
   vector: number[];
-}
-
-function cosineDistance(a: number[], b: number[]): number {
-  let dot = 0;
-  let na = 0;
-  let nb = 0;
-  a.forEach((x, i) => {
-    const y = b[i] ?? 0;
-    dot += x * y;
-    na += x * x;
-    nb += y * y;
-  });
-  return 1 - dot / Math.sqrt(na * nb);
 }
 
 /** The full-text ranking computed over every chunk, the definition the index must match. */
