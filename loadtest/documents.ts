@@ -147,7 +147,7 @@ function formatRetrieval(results: RetrievalResult[]): string {
     }
   }
   const fills = results.map((r) => `${r.backend}: ${r.fill.chunks} chunks written in ${f(r.fill.writeMs / 1000, 0)} s ` +
-    `(${f(r.fill.chunksPerSec, 0)} chunks/s, vectors ${r.vectors})`).join('; ');
+    `(${f(r.fill.chunksPerSec, 0)} chunks/s, vectors ${r.vectors}; then ${f(r.fill.upkeepWaitMs / 1000, 1)} s waiting for index builds)`).join('; ');
   const header = ['backend', 'chunks (character)', 'chunks (index)', 'mode', 'p50 / p99 ms', 'max ms', 'keyword p50 / p99',
     'question p50 / p99',    'common-word p50 / p99', 'fewest results', 'vector recall@6'];
   const title = '### (c) Retrieval: DocumentIndex.search, top 6, one character in a shared index, 20 queries/s ' +
