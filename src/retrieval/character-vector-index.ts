@@ -11,7 +11,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { sql } from 'drizzle-orm';
 import type { Logger } from 'pino';
 import type { Db, Executor, OwnConnection } from '../db/database.ts';
-import { buildMemorySetting, listsFor, rowsOf, vectorIndexLock } from './pgvector-setup.ts';
+import { buildMemorySetting, listsFor, rowsOf, vectorIndexDefinition, vectorIndexLock } from './pgvector-setup.ts';
 import { probesFor } from './vector-search.ts';
 
 /** A character gets an index of its own from this many ready chunks [10,000: ten lists]. */
@@ -64,10 +64,9 @@ function idLiteral(characterId: string) {
   return sql.raw(`'${characterId}'`);
 }
 
+/** The shared index's definition (same expression, so the planner can take either) narrowed to the character's rows. */
 function definition(characterId: string, dimensions: number, lists: number) {
-  const n = sql.raw(String(dimensions));
-  return sql`on document_chunks using ivfflat ((embedding::halfvec(${n})) halfvec_cosine_ops) with (lists = ${sql.raw(String(lists))})
-    where embedding_dims = ${n} and character_id = ${idLiteral(characterId)}`;
+  return sql`${vectorIndexDefinition(dimensions, lists)} and character_id = ${idLiteral(characterId)}`;
 }
 
 async function registered(db: Executor, dimensions: number): Promise<Registered[]> {

@@ -3,6 +3,7 @@ import type { Logger } from 'pino';
 import type { Db, Executor, OwnConnection } from '../db/database.ts';
 import type { Chunk } from '../documents/chunker.ts';
 import { newId } from '../ids.ts';
+import { CoalescedRuns } from './coalesced-runs.ts';
 import { readTermSets, termSetsInsert } from './full-text-search.ts';
 import { CHUNKS_PER_LIST, prepareVectorSearch, rowsOf, trainVectorIndex, vectorIndexOf } from './pgvector-setup.ts';
 import { queryTerms } from './query-terms.ts';
@@ -118,12 +119,9 @@ class PostgresDocumentIndex implements DocumentIndex {
   #written = 0;
   #training = false;
   readonly #vacuumTermSets: boolean;
-  /** The VACUUM running, and whether documents finished since it began want another. */
-  #vacuum: Promise<void> | null = null;
-  #vacuumAgain = false;
   readonly #characterIndexes: { builder: CharacterIndexBuilder; limits: CharacterIndexLimits };
-  /** Per character, the upkeep of its own vector index running, and whether another document asked since it began. */
-  readonly #characterUpkeep = new Map<string, { done: Promise<void>; again: boolean }>();
+  /** The term-set VACUUM and each character's index upkeep, one run at a time each. */
+  readonly #upkeep = new CoalescedRuns();
 
   constructor(options: {
     db: Db;
@@ -240,22 +238,9 @@ class PostgresDocumentIndex implements DocumentIndex {
    */
   #vacuumOnce(): Promise<void> {
     if (!this.#vacuumTermSets) return Promise.resolve();
-    if (this.#vacuum) {
-      this.#vacuumAgain = true;
-      return this.#vacuum;
-    }
-    const run = async (): Promise<void> => {
-      try {
-        do {
-          this.#vacuumAgain = false;
-          await this.#db.execute(sql`vacuum document_terms`);
-        } while (this.#vacuumAgain);
-      } finally {
-        this.#vacuum = null;
-      }
-    };
-    this.#vacuum = run();
-    return this.#vacuum;
+    return this.#upkeep.run('vacuum', async () => {
+      await this.#db.execute(sql`vacuum document_terms`);
+    });
   }
 
   /**
@@ -265,27 +250,12 @@ class PostgresDocumentIndex implements DocumentIndex {
   #characterIndexUpkeep(characterId: string): Promise<void> {
     const indexed = this.#indexed;
     if (!indexed || !this.vectors) return Promise.resolve();
-    const running = this.#characterUpkeep.get(characterId);
-    if (running) {
-      running.again = true;
-      return running.done;
-    }
     const { builder, limits } = this.#characterIndexes;
-    const upkeep = { done: Promise.resolve(), again: false };
-    upkeep.done = (async () => {
-      try {
-        do {
-          upkeep.again = false;
-          if (await characterIndexDue(this.#db, characterId, indexed.dimensions, limits)) {
-            await buildCharacterIndex(builder, { characterId, dimensions: indexed.dimensions, limits, logger: this.#logger });
-          }
-        } while (upkeep.again);
-      } finally {
-        this.#characterUpkeep.delete(characterId);
+    return this.#upkeep.run(`character ${characterId}`, async () => {
+      if (await characterIndexDue(this.#db, characterId, indexed.dimensions, limits)) {
+        await buildCharacterIndex(builder, { characterId, dimensions: indexed.dimensions, limits, logger: this.#logger });
       }
-    })();
-    this.#characterUpkeep.set(characterId, upkeep);
-    return upkeep.done;
+    });
   }
 
   async search(query: { projectId: string; characterId: string; text: string; embedding: number[] | null; limit: number }): Promise<RetrievedChunk[]> {
