@@ -5,7 +5,9 @@ import { markdownToSections } from '../src/documents/markdown-sections.ts';
 import { toParseResult } from '../src/documents/parsers/parsed.ts';
 import { SectionBuilder } from '../src/documents/section-builder.ts';
 import type { DocumentMimeType, ParseLimits, ParseResult } from '../src/documents/types.ts';
-import { chunkSections, type Chunk, type ChunkOptions } from '../src/documents/chunker.ts';
+import { chunkSections, type ChunkOptions } from '../src/documents/chunker.ts';
+import { packChunks } from '../src/documents/packed-chunks.ts';
+import { move, transferableSymbol, valueSymbol } from 'piscina';
 import { runBelowNormalPriority } from '../src/thread-priority.ts';
 
 runBelowNormalPriority();
@@ -20,7 +22,8 @@ export interface ExtractTask extends ParseTask {
   chunking: ChunkOptions;
 }
 
-export type ExtractResult = { ok: true; chunks: Chunk[]; pages: number | null } | { ok: false; error: string };
+/** `packed`: the chunks as packChunks lays them out (src/documents/packed-chunks.ts). */
+export type ExtractResult = { ok: true; packed: Uint8Array; pages: number | null } | { ok: false; error: string };
 
 const NO_TEXT = 'The file has no text to read. Check that it is the right file.';
 
@@ -71,11 +74,14 @@ export default async function parseDocument(task: ParseTask): Promise<ParseResul
 
 /**
  * Parse and chunk in one task, so chunking a large document (a tenth of a second or more for
- * tens of megabytes) also stays off the main thread, and only the chunks travel back.
+ * tens of megabytes) also stays off the main thread, and only the chunks travel back: packed in
+ * one buffer that is transferred, not cloned, so the main thread never deserialises them at once.
  */
-export async function extractChunks(task: ExtractTask): Promise<ExtractResult> {
+export async function extractChunks(task: ExtractTask): Promise<ExtractResult | ReturnType<typeof move>> {
   const parsed = await parseDocument(task);
   if (!parsed.ok) return parsed;
-  return { ok: true, chunks: chunkSections(parsed.sections, task.chunking), pages: parsed.pages };
+  const packed = packChunks(chunkSections(parsed.sections, task.chunking));
+  const result: ExtractResult = { ok: true, packed, pages: parsed.pages };
+  return move({ [transferableSymbol]: [packed.buffer], [valueSymbol]: result });
 }
 

@@ -4,7 +4,10 @@
 import { Piscina } from 'piscina';
 import type { DocumentMimeType, ParseLimits, ParseResult } from '../src/documents/types.ts';
 import type { ChunkOptions } from '../src/documents/chunker.ts';
+import { PackedChunks } from '../src/documents/packed-chunks.ts';
 import type { ExtractResult, ExtractTask, ParseTask } from './parse-document.ts';
+
+export type Extracted = { ok: true; chunks: PackedChunks; pages: number | null } | { ok: false; error: string };
 
 export interface ParserPoolOptions {
   maxThreads: number;
@@ -65,9 +68,13 @@ export class ParserPool {
     return (await this.#run({ bytes, mimeType, limits: this.limits }, 'default', signal)) as ParseResult;
   }
 
-  /** Parses and chunks in the worker: only the chunks come back. Same ownership rule as parse(). */
-  async extract(bytes: Uint8Array, mimeType: DocumentMimeType, chunking: ChunkOptions, signal?: AbortSignal): Promise<ExtractResult> {
-    return (await this.#run({ bytes, mimeType, limits: this.limits, chunking }, 'extractChunks', signal)) as ExtractResult;
+  /**
+   * Parses and chunks in the worker: only the chunks come back, packed (their texts are decoded
+   * when read). Same ownership rule as parse().
+   */
+  async extract(bytes: Uint8Array, mimeType: DocumentMimeType, chunking: ChunkOptions, signal?: AbortSignal): Promise<Extracted> {
+    const result = (await this.#run({ bytes, mimeType, limits: this.limits, chunking }, 'extractChunks', signal)) as ExtractResult;
+    return result.ok ? { ok: true, chunks: new PackedChunks(result.packed), pages: result.pages } : result;
   }
 
   async #run(task: ParseTask | ExtractTask, name: string, signal: AbortSignal | undefined): Promise<ParseResult | ExtractResult> {

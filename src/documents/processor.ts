@@ -5,7 +5,7 @@ import type { Logger } from 'pino';
 import type { Invalidations } from '../cache/invalidations.ts';
 import type { Database, Unlisten } from '../db/database.ts';
 import { isDatabaseUnavailable } from '../errors.ts';
-import type { DocumentIndex } from '../retrieval/document-index.ts';
+import type { ChunkWrite, DocumentIndex } from '../retrieval/document-index.ts';
 import type { Embedder } from '../retrieval/embeddings.ts';
 import type { ParserPool } from '../../workers/parser-pool.ts';
 import { documentStep, type DocumentEvent } from '../../machines/document-status.ts';
@@ -46,8 +46,7 @@ const STALE_UPLOAD_SWEEP_MS = 60_000;
 /** First pause before asking again to queue a document whose processing lost the database; doubles up to a third of the lease. */
 const REQUEUE_FIRST_PAUSE_MS = 100;
 
-type Write = ReturnType<DocumentIndex['chunkWrites']>[number];
-type Outcome = { event: 'succeed'; chunkCount: number; writes: Write[] } | { event: 'fail'; error: string };
+type Outcome = { event: 'succeed'; chunkCount: number; writes: ChunkWrite[] } | { event: 'fail'; error: string };
 
 /**
  * The durable document queue's consumer. Documents wait in PostgreSQL; each process claims
@@ -254,10 +253,7 @@ export class DocumentProcessor {
     let embeddings: number[][] | null = null;
     if (index.vectors && embedder.configured) {
       try {
-        embeddings = await embedder.embed(
-          chunks.map((chunk) => chunk.content),
-          signal,
-        );
+        embeddings = await embedder.embed(chunks, signal);
       } catch (err) {
         if (signal.aborted) throw err;
         return { event: 'fail', error: `The embeddings server failed (${(err as Error).message}). Reprocess the document to try again.` };
@@ -300,12 +296,14 @@ export class DocumentProcessor {
    * #finish makes it ready; a process dying in between leaves a claim that expires, and the
    * next run starts by removing what this one wrote.
    */
-  async #writeChunks(doc: QueuedDocument, writes: Write[], signal: AbortSignal | undefined): Promise<boolean> {
+  async #writeChunks(doc: QueuedDocument, writes: ChunkWrite[], signal: AbortSignal | undefined): Promise<boolean> {
     for (const write of writes) {
       if (signal?.aborted) return false;
+      // The rows are built before the transaction opens: on PGlite it holds every other statement.
+      await write.prepare();
       const held = await this.#deps.database.db.transaction(async (tx) => {
         if (!(await lockOwned(tx, doc.id, this.#owner, doc.generation))) return false;
-        await write(tx);
+        await write.run(tx);
         return true;
       });
       if (!held) return false;

@@ -1,6 +1,7 @@
 import OpenAI from 'openai';
 import type { Logger } from 'pino';
 import type { EmbeddingsConfig } from '../config.ts';
+import type { ChunkList } from '../documents/packed-chunks.ts';
 import { TroupeError } from '../errors.ts';
 import { QueryEmbeddingCache } from './query-embedding-cache.ts';
 
@@ -49,22 +50,26 @@ export class Embedder {
     return vector;
   }
 
-  /** One vector per text, in order, all of the same length; up to BATCHES_IN_FLIGHT batches at once. */
-  async embed(texts: string[], signal?: AbortSignal): Promise<number[][]> {
+  /**
+   * One vector per text, in order, all of the same length; up to BATCHES_IN_FLIGHT batches at
+   * once. A document's chunks are read a batch at a time, so their texts are decoded as sent.
+   */
+  async embed(texts: readonly string[] | Pick<ChunkList, 'length' | 'contents'>, signal?: AbortSignal): Promise<number[][]> {
     const client = this.#client;
     const model = this.model;
     if (!client || !model) {
       throw new TroupeError('upstream_unavailable', 'No embeddings model is configured: set EMBEDDINGS_MODEL.', { detailCode: 'embeddings_not_configured' });
     }
-    const batches: string[][] = [];
-    for (let from = 0; from < texts.length; from += this.#batchSize) batches.push(texts.slice(from, from + this.#batchSize));
-    const results: number[][][] = new Array(batches.length);
+    const size = this.#batchSize;
+    const batchAt = (i: number): string[] => ('contents' in texts ? texts.contents(i * size, (i + 1) * size) : texts.slice(i * size, (i + 1) * size));
+    const batchCount = Math.ceil(texts.length / size);
+    const results: number[][][] = new Array(batchCount);
     let next = 0;
     let failed = false;
     const worker = async () => {
       // After one batch fails the whole call fails: the other workers take no further batches.
-      for (let i = next++; i < batches.length && !failed; i = next++) {
-        const batch = batches[i] ?? [];
+      for (let i = next++; i < batchCount && !failed; i = next++) {
+        const batch = batchAt(i);
         const response = await client.embeddings.create(
           {
             model,
@@ -87,7 +92,7 @@ export class Embedder {
         failed = true;
         throw err;
       });
-    await Promise.all(Array.from({ length: Math.min(BATCHES_IN_FLIGHT, batches.length) }, guarded));
+    await Promise.all(Array.from({ length: Math.min(BATCHES_IN_FLIGHT, batchCount) }, guarded));
     const vectors = results.flat();
     this.#check(vectors);
     this.#logger.debug({ texts: texts.length, model }, 'texts embedded');

@@ -13,6 +13,7 @@ import { openDatabase, type Db } from '../../src/db/database.ts';
 import * as schema from '../../src/db/schema.ts';
 import { characters, documents, projects } from '../../src/db/schema.ts';
 import type { Chunk } from '../../src/documents/chunker.ts';
+import { PackedChunks } from '../../src/documents/packed-chunks.ts';
 import { newId } from '../../src/ids.ts';
 import { openDocumentIndex, type DocumentIndex } from '../../src/retrieval/document-index.ts';
 import { PGVECTOR_MISSING_WARNING, rowsOf } from '../../src/retrieval/pgvector-setup.ts';
@@ -124,6 +125,29 @@ describe.each(BACKENDS)('the document index on $kind', (backend) => {
     const fused = await index.search({ ...owner, text: 'fish stew', embedding: [0.1, 0.2, 0.95], limit: 3 });
     expect(fused[0]?.content).toBe(TAVERN.content);
     expect(fused.map((r) => r.score)).toEqual([...fused.map((r) => r.score)].sort((a, b) => b - a));
+  });
+
+  it('writes packed chunks as it writes arrays, and builds a block with the event loop free between slices', async () => {
+    const owner = await newOwner(db);
+    const doc = await newDocument(db, owner);
+    const many = Array.from({ length: 300 }, (_, i) => chunk(i, `ledger line ${i} of the harbour master, café ${i}`));
+    const writes = index.chunkWrites(doc, PackedChunks.from(many), null);
+    expect(writes).toHaveLength(2); // remove the old chunks, then one block
+    let turned = false;
+    setImmediate(() => (turned = true));
+    await writes[1]!.prepare();
+    // 300 rows are built in several slices, each after a turn of the event loop: the tick above ran meanwhile.
+    expect(turned).toBe(true);
+    await db.transaction(async (tx) => {
+      await writes[0]!.run(tx);
+      await writes[1]!.run(tx);
+    });
+    const stored = rowsOf<{ ordinal: number; content: string }>(
+      await db.execute(sql`select ordinal, content from document_chunks where document_id = ${doc.id} order by ordinal`),
+    );
+    expect(stored.map((r) => [r.ordinal, r.content])).toEqual(many.map((c) => [c.ordinal, c.content]));
+    const found = await index.search({ ...owner, text: 'ledger line 217', embedding: null, limit: 1 });
+    expect(found[0]?.content).toBe(many[217]!.content);
   });
 
   it("searches only the character's ready documents", async () => {

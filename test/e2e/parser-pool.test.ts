@@ -57,7 +57,9 @@ describe('ParserPool', () => {
     const result = await pool.extract(new TextEncoder().encode(markdown), 'text/markdown', { maxTokens: 100, overlapTokens: 10 });
     expect(result.ok).toBe(true);
     if (!result.ok) return;
-    expect(result.chunks.map((c) => [c.headingPath, c.content])).toEqual([
+    // Packed in one transferred buffer; each chunk is decoded when read.
+    const chunks = Array.from({ length: result.chunks.length }, (_, i) => result.chunks.at(i));
+    expect(chunks.map((c) => [c.headingPath, c.content])).toEqual([
       [['Harbour'], expect.stringContaining('Boats leave at dawn.')],
       [['Harbour', 'Fees'], expect.stringContaining('Mooring costs two silver a night.')],
     ]);

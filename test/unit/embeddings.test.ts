@@ -1,6 +1,7 @@
 import { pino } from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { EmbeddingsConfig } from '../../src/config.ts';
+import { PackedChunks } from '../../src/documents/packed-chunks.ts';
 import { TroupeError } from '../../src/errors.ts';
 import { Embedder } from '../../src/retrieval/embeddings.ts';
 import { startFakeUpstream, type FakeUpstream } from '../support/openai/fake-upstream.ts';
@@ -45,6 +46,16 @@ describe('Embedder', () => {
       ['/v1/embeddings', ['three', 'four']],
     ]);
     expect(sent.every((r) => r.headers.authorization === `Bearer ${KEY}` && !('dimensions' in (r.body as object)))).toBe(true);
+  });
+
+  it("embeds a document's packed chunks a batch at a time, in order", async () => {
+    const before = upstream.requests.length;
+    const texts = ['quay', 'ferry', 'brig', 'sloop', 'café'];
+    const packed = PackedChunks.from(texts.map((content, ordinal) => ({ ordinal, content, tokenCount: 1, page: null, headingPath: [], startOffset: 0, endOffset: 0 })));
+    const vectors = await new Embedder(config({ batchSize: 2 }), logger).embed(packed);
+    expect(vectors).toEqual(texts.map((t) => embedding(t, 12)));
+    const inputs = upstream.requests.slice(before).map((r) => (r.body as { input: string[] }).input);
+    expect(inputs.sort()).toEqual([['brig', 'sloop'], ['café'], ['quay', 'ferry']]);
   });
 
   it('asks for EMBEDDINGS_DIMENSIONS when set', async () => {
