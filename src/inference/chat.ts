@@ -10,7 +10,7 @@ import type { Knowledge, Retrieved } from '../retrieval/knowledge.ts';
 import { lastPlayerText } from './character-turn.ts';
 import type { ChatCompletionRequest } from './schemas.ts';
 import type { UpstreamModel } from './upstream.ts';
-import type { InferenceUpstream } from './upstream.ts';
+import type { InferenceUpstream, UpstreamStream } from './upstream.ts';
 import { ChunkNormalizer, normalizeCompletion, type OutChunk } from './wire.ts';
 
 /** What a `model` value names: a character of the caller's project, or an upstream model. */
@@ -108,16 +108,6 @@ export class ChatCompletionService {
     );
     const normalizer = new ChunkNormalizer({ model: request.model, includeUsage });
     const source = this.#upstream;
-    async function* chunks(): AsyncGenerator<OutChunk> {
-      const out: OutChunk[] = [];
-      const emit = (json: string) => out.push(JSON.parse(json) as OutChunk);
-      for await (const chunk of source.chunks(upstream, signal)) {
-        normalizer.accept(chunk, emit);
-        yield* out.splice(0);
-      }
-      normalizer.finish(emit);
-      yield* out;
-    }
     const pipe = async (write: (text: string) => boolean | Promise<boolean>): Promise<boolean> => {
       let text = '';
       const emit = (json: string) => (text += `data: ${json}\n\n`);
@@ -147,7 +137,7 @@ export class ChatCompletionService {
       text += 'data: [DONE]\n\n';
       return flush();
     };
-    return { chunks: chunks(), pipe, cancel: upstream.cancel };
+    return { chunks: normalizedChunks(source, upstream, normalizer, signal), pipe, cancel: upstream.cancel };
   }
 
   /** The upstream request: for a character, its prompt first and its capabilities as tools. */
@@ -171,6 +161,22 @@ export class ChatCompletionService {
       ...(tools.length > 0 ? { tools } : {}),
     } as ChatCompletionCreateParams;
   }
+}
+
+/**
+ * The stream as chunk objects. A module-level generator, not one declared per call: every
+ * generator function made anew gets a prototype and a hidden class of its own, which young
+ * collections keep alive (and promote) with everything the stream held.
+ */
+async function* normalizedChunks(source: InferenceUpstream, upstream: UpstreamStream, normalizer: ChunkNormalizer, signal: AbortSignal): AsyncGenerator<OutChunk> {
+  const out: OutChunk[] = [];
+  const emit = (json: string) => out.push(JSON.parse(json) as OutChunk);
+  for await (const chunk of source.chunks(upstream, signal)) {
+    normalizer.accept(chunk, emit);
+    yield* out.splice(0);
+  }
+  normalizer.finish(emit);
+  yield* out;
 }
 
 function checkToolChoice(request: ChatCompletionRequest, names: string[]): void {
