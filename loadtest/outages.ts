@@ -1,19 +1,13 @@
 /**
  * `npm run bench:outages` (issue 16): how long Troupe takes to answer again after a fault, and whether any message is lost,
- * duplicated or reordered (goal: none). Each scenario runs on a fresh rig under load (outage-support/rig.ts), injects its
- * fault, keeps the load up BENCH_AFTER_MS more and checks every history and socket stream (outage-support/check.ts):
- *   redis Redis SIGKILLed, started again empty; kill A SIGKILLed, per BENCH_FAILOVER_MS value;
- *   postgres cut at a TCP proxy for BENCH_PG_OUTAGE_MS, per BENCH_PG_MODES; rolling SIGTERM to A, a new A, then B.
- * Environment (defaults in brackets): BENCH_SCENARIOS [redis,kill,postgres,rolling]
- *   BENCH_DATABASE_URL [postgres://postgres@127.0.0.1:5432/test]  BENCH_ENGINE HTTP_ENGINE [auto]
- *   BENCH_CONVERSATIONS [16]  BENCH_THINK_MS between a conversation's rounds [300]
- *   BENCH_REPLY_CHUNKS [8]  BENCH_CHUNK_DELAY_MS [25]  BENCH_READ_RATE REST reads/s per process [10]
- *   BENCH_REQUEST_TIMEOUT_MS [30000]  BENCH_WARMUP_MS [4000]  BENCH_AFTER_MS [4000]
+ * duplicated or reordered. Each scenario starts a fresh rig under load (outage-support/rig.ts), injects its fault, keeps the
+ * load up BENCH_AFTER_MS more and checks every history and socket stream (outage-support/check.ts).
+ * Environment [defaults]: BENCH_SCENARIOS [redis,kill,postgres,rolling]  BENCH_DATABASE_URL [postgres://postgres@127.0.0.1:5432/test]
+ *   BENCH_ENGINE [auto]  BENCH_CONVERSATIONS [16]  BENCH_THINK_MS between rounds [300]  BENCH_REPLY_CHUNKS [8]  BENCH_CHUNK_DELAY_MS [25]
+ *   BENCH_READ_RATE reads/s per process [10]  BENCH_REQUEST_TIMEOUT_MS [30000]  BENCH_WARMUP_MS [4000]  BENCH_AFTER_MS [4000]
  *   BENCH_RECOVERY_CAP_MS [40000]  BENCH_SOCKET_GRACE_MS a socket must get a reply this long after its 200 [1500]
- *   BENCH_FAILOVER_MS [5000,2000]  BENCH_PG_MODES [reset,blackhole]  BENCH_PG_OUTAGE_MS [8000]
- *   BENCH_ROLLING_SETTLE_MS [3000]  BENCH_MAX_RUN_SEC [600]
- * Writes loadtest/results/outages-<stamp>.{json,md}; a scenario with a timeout or a lost, duplicated or reordered message
- * keeps its Troupe logs in loadtest/results/outages-<stamp>-logs/.
+ *   BENCH_FAILOVER_MS [5000,2000]  BENCH_PG_MODES [reset,blackhole]  BENCH_PG_OUTAGE_MS [8000]  BENCH_ROLLING_SETTLE_MS [3000]
+ *   BENCH_MAX_RUN_SEC [600]. A scenario with a timeout or a lost, duplicated or reordered message keeps its Troupe logs.
  */
 import { mkdir, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
@@ -22,7 +16,7 @@ import { gitState, logger, machine, runBench } from './support/children.ts';
 import { envDatabaseUrl, envList, envNumber, envRates, envText, redactUrl } from './support/env.ts';
 import { markdownTable, RESULTS_DIR, summarize, tally, writeResults } from './support/report.ts';
 import { roomPlacement } from './support/troupe.ts';
-import { checkHistories, checkSockets, incidents, type HistoryCheck } from './outage-support/check.ts';
+import { checkHistories, checkSockets, type HistoryCheck } from './outage-support/check.ts';
 import { outcome, Rig, SLOTS, type Outcome, type Send, type Slot } from './outage-support/rig.ts';
 
 const scenarios = envList('BENCH_SCENARIOS', ['redis', 'kill', 'postgres', 'rolling'] as const);
@@ -49,86 +43,78 @@ const pgModes = envList('BENCH_PG_MODES', ['reset', 'blackhole'] as const);
 const log = logger('bench:outages');
 
 type Spread = { n: number; p50: number | null; p99: number | null; max: number | null };
+const rounded = (v: number) => (Number.isFinite(v) ? Math.round(v) : null);
 function spread(values: readonly number[]): Spread {
-  const s = summarize(values);
-  const r = (v: number) => (Number.isFinite(v) ? Math.round(v) : null);
-  return { n: s.count, p50: r(s.p50), p99: r(s.p99), max: r(s.max) };
+  const { count, p50, p99, max } = summarize(values);
+  return { n: count, p50: rounded(p50), p99: rounded(p99), max: rounded(max) };
 }
 const took = (x: Outcome) => x.t1 - x.t0;
 const tallied = (outcomes: readonly Outcome[]) => tally(outcomes, outcome);
 const sum = (values: readonly number[]) => values.reduce((a, b) => a + b, 0);
-
-/** Resolves once `done()` holds or `capMs` passed. */
 async function waitUntil(done: () => boolean, capMs: number): Promise<void> {
   for (const end = performance.now() + capMs; !done() && performance.now() < end; ) await sleep(100);
 }
 
-/** Per conversation in `convs`, ms from `since` to its first right 200 among the sends `which` picks; `missing`: none yet. */
+/** Per conversation in `convs`: ms from `since` to its first right 200 among the sends `which` picks; `missing`: none yet. */
 function recovery(rig: Rig, convs: readonly number[], since: number, which: (s: Send) => boolean) {
-  const firsts = convs.map((conv) => rig.sends.filter((s) => s.conv === conv && s.status === 200 && s.answeredTag === s.tag && which(s)));
-  return { times: firsts.filter((ok) => ok.length).map((ok) => Math.min(...ok.map((s) => s.t1)) - since), missing: firsts.filter((ok) => !ok.length).length };
+  const oks = convs.map((conv) => rig.sends.filter((s) => s.conv === conv && s.status === 200 && s.answeredTag === s.tag && which(s)));
+  const times = oks.filter((ok) => ok.length).map((ok) => Math.min(...ok.map((s) => s.t1)) - since);
+  return { times, missing: convs.length - times.length };
 }
-const bySlot = (rig: Rig, convs: readonly number[], since: number) => SLOTS.map((via) => recovery(rig, convs, since, (x) => x.via === via && x.t0 >= since));
-/** Per conversation, the later of the two slots' recovery times. */
-const both = (convs: readonly number[], perSlot: { times: number[] }[]) =>
-  convs.map((_, i) => Math.max(...perSlot.map((r) => r.times[i] ?? Number.NaN))).filter(Number.isFinite);
+/** Recovery through each slot of the messages sent from `since` on; `both`: per conversation, the later of the two. */
+function bySlot(rig: Rig, convs: readonly number[], since: number) {
+  const perSlot = SLOTS.map((via) => recovery(rig, convs, since, (x) => x.via === via && x.t0 >= since));
+  const both = convs.map((_, i) => Math.max(...perSlot.map((r) => r.times[i] ?? Number.NaN))).filter(Number.isFinite);
+  return { perSlot, both, missing: sum(perSlot.map((r) => r.missing)) };
+}
 
 /** Per slot, after `from`: when `/readyz` first failed, and when it answered 200 again (ms after `from`). */
 function readiness(rig: Rig, from: number) {
+  const after = (t: number | undefined) => (t === undefined ? null : Math.round(t - from));
   return Object.fromEntries(SLOTS.map((via) => {
     const polls = rig.ready.filter((r) => r.via === via && r.t >= from);
     const down = polls.find((r) => !r.ok);
-    const up = down && polls.find((r) => r.t > down.t && r.ok);
-    return [via, { notReadyAfterMs: down ? Math.round(down.t - from) : null, readyAgainAfterMs: up ? Math.round(up.t - from) : null }];
+    return [via, { notReadyAfterMs: after(down?.t), readyAgainAfterMs: after(down && polls.find((r) => r.t > down.t && r.ok)?.t) }];
   })) as Record<Slot, { notReadyAfterMs: number | null; readyAgainAfterMs: number | null }>;
 }
 
 /** How many lines, over every process, logged `msg`. */
-const logLines = (rig: Rig, msg: string) => sum(rig.all.map((node) => node.troupe.child.output().split(`"msg":${JSON.stringify(msg)}`).length - 1));
+const logLines = (rig: Rig, msg: string) =>
+  sum(rig.all.map((node) => node.troupe.child.output().split(`"msg":${JSON.stringify(msg)}`).length - 1));
 
-/**
- * Starts a rig and the load, runs `fault`, then stops the load and checks everything it saw. `fault` resolves with what to
- * measure, read once the load has stopped (every answer is in).
- */
-async function scenario<T extends object>(name: string, options: { proxyDatabase?: boolean; failoverMs?: number },
+/** A fresh rig under load, its `fault`, then the checks; `fault` resolves with what to measure once every answer is in. */
+async function scenario<T extends object>(name: string, options: Partial<{ proxyDatabase: boolean; failoverMs: number }>,
   fault: (rig: Rig, convs: number[]) => Promise<() => T>) {
   const rig = new Rig({ ...settings, proxyDatabase: false, failoverMs: 5_000, ...options });
   try {
     await rig.start();
-    log(`${name}: ${rig.engine} engine, ${rig.conversations.length} conversations; load on, warming up ${settings.warmupMs} ms`);
+    log(`${name}: ${rig.engine} engine, ${settings.conversations} conversations; load on, warming up ${settings.warmupMs} ms`);
     rig.startLoad();
     await sleep(settings.warmupMs);
     const tFault = rig.now();
     const measure = await fault(rig, rig.conversations.map((_, i) => i));
     await sleep(settings.afterMs);
-    log(`${name}: stopping the load`);
     await rig.stop(settings.socketGraceMs);
-    const measured = measure();
     const histories = await Promise.all(rig.conversations.map((id) => rig.history(id)));
     const history = checkHistories(rig.sends, histories);
-    const odd = incidents(rig.sends, histories, tFault);
     const refused = rig.sends.filter((x) => x.status !== 200);
-    const result = {
-      scenario: name, engine: rig.engine, ...measured, history, incidents: odd, logFiles: [] as string[],
-      /** Load-clock ms of the fault (incident times are relative to it). */
-      tFault: Math.round(tFault), sockets: checkSockets(rig.sends, histories, rig.sessions, settings.socketGraceMs),
-      messages: tallied(rig.sends), replyBeforeFaultMs: spread(rig.sends.filter((x) => x.status === 200 && x.t1 <= tFault).map(took)),
+    const result = { scenario: name, engine: rig.engine, ...measure(), history, logFiles: [] as string[],
+      sockets: checkSockets(rig.sends, histories, rig.sessions, settings.socketGraceMs), messages: tallied(rig.sends),
+      replyBeforeFaultMs: spread(rig.sends.filter((x) => x.status === 200 && x.t1 <= tFault).map(took)),
       refusedMs: spread(refused.map(took)),
-      /** Refused before the fault, not its doing (so far: first messages of a new conversation through both processes at once). */
+      // Refused before the fault are not its doing (so far: first messages of a new conversation through both processes at once).
       refusedBeforeFault: tallied(refused.filter((x) => x.t1 < tFault)), refusedFromFault: tallied(refused.filter((x) => x.t1 >= tFault)),
-      reads: tallied(rig.reads),
-      takeovers: logLines(rig, 'the process running an actor stopped its heartbeat; taking its actors over'),
-      superseded: logLines(rig, 'conversation actor superseded by another process; disposing it'),
-    };
+      reads: tallied(rig.reads), takeovers: logLines(rig, 'the process running an actor stopped its heartbeat; taking its actors over'),
+      superseded: logLines(rig, 'conversation actor superseded by another process; disposing it') };
     if (history.lost + history.duplicated + history.reordered + history.notAlternating + history.wrongReply > 0 ||
-      odd.some((i) => i.answer === 'timeout')) {
+      refused.some((x) => x.code === 'timeout')) {
       await mkdir(settings.logDir, { recursive: true });
       for (const node of rig.all) {
         result.logFiles.push(join(settings.logDir, `${name.replace(/\W+/g, '-')}-${node.label}.log`));
         await writeFile(result.logFiles.at(-1)!, node.troupe.child.output());
       }
     }
-    log(`${name}: ${JSON.stringify({ ...measured, history, sockets: result.sockets })}`);
+    log(`${name}: ${JSON.stringify({ history, sockets: result.sockets })}`);
     return result;
   } finally {
     await rig.close();
@@ -139,23 +125,20 @@ const redisRestart = () => scenario('redis restart', {}, async (rig, convs) => {
   const tFault = rig.now();
   const { downMs } = await rig.redis.restart();
   log(`redis restart: Redis down ${Math.round(downMs)} ms; waiting for every conversation to answer through both processes`);
-  await waitUntil(() => bySlot(rig, convs, tFault).every((r) => r.missing === 0), settings.recoveryCapMs);
-  const unrecovered = sum(bySlot(rig, convs, tFault).map((r) => r.missing));
+  await waitUntil(() => bySlot(rig, convs, tFault).missing === 0, settings.recoveryCapMs);
+  const unrecovered = bySlot(rig, convs, tFault).missing;
   return () => {
-    const perSlot = bySlot(rig, convs, tFault);
-    return {
-      redisDownMs: Math.round(downMs), answersAgainAnyMs: spread(recovery(rig, convs, tFault, (x) => x.t0 >= tFault).times),
-      answersAgainBothMs: spread(both(convs, perSlot)),
-      answersAgainViaMs: Object.fromEntries(SLOTS.map((via, i) => [via, spread(perSlot[i]?.times ?? [])])), unrecovered,
-      messagesAfterFault: tallied(rig.sends.filter((x) => x.t0 >= tFault && x.t0 < tFault + 5_000)), readiness: readiness(rig, tFault),
-    };
+    const { perSlot, both } = bySlot(rig, convs, tFault);
+    return { redisDownMs: Math.round(downMs), answersAgainAnyMs: spread(recovery(rig, convs, tFault, (x) => x.t0 >= tFault).times),
+      answersAgainBothMs: spread(both), answersAgainViaMs: { A: spread(perSlot[0]!.times), B: spread(perSlot[1]!.times) }, unrecovered,
+      messagesAfterFault: tallied(rig.sends.filter((x) => x.t0 >= tFault && x.t0 < tFault + 5_000)), readiness: readiness(rig, tFault) };
   };
 });
 
 const processKill = (failoverMs: number) => scenario(`SIGKILL, ACTOR_FAILOVER_MS=${failoverMs}`, { failoverMs }, async (rig, convs) => {
   const victim = rig.nodes.A!;
   const placement = await roomPlacement(rig.redis.url);
-  const owned = convs.filter((conv) => placement.get(rig.conversations[conv] as string) === victim.processId);
+  const owned = convs.filter((conv) => placement.get(rig.conversations[conv]!) === victim.processId);
   const inFlight = rig.inFlight(victim.label);
   const tKill = rig.now();
   await victim.troupe.child.stop(0, 'SIGKILL');
@@ -177,59 +160,49 @@ const postgresOutage = (mode: 'reset' | 'blackhole') => scenario(`PostgreSQL ${m
   const tRestore = rig.now();
   await rig.pgProxy!.restore();
   log(`PostgreSQL ${mode}: cut for ${Math.round(tRestore - tCut)} ms; waiting for every conversation to answer again`);
-  await waitUntil(() => bySlot(rig, convs, tRestore).every((r) => r.missing === 0), settings.recoveryCapMs);
-  const unrecovered = sum(bySlot(rig, convs, tRestore).map((r) => r.missing));
+  await waitUntil(() => bySlot(rig, convs, tRestore).missing === 0, settings.recoveryCapMs);
+  const unrecovered = bySlot(rig, convs, tRestore).missing;
   return () => {
     const during = (x: Outcome) => x.t0 >= tCut && x.t0 < tRestore;
+    const latency503 = (xs: Outcome[]) => spread(xs.filter((x) => during(x) && x.status === 503).map(took));
     const historyReads = rig.reads.filter((x) => x.kind === 'conversation');
-    // Every request that needs the database, started during the outage; its 200s were served without it or held until it came back.
+    // Requests that need the database started during the outage; a 200 was served without it, or held until it came back.
     const needDb = [...rig.sends, ...historyReads].filter(during);
     const ok = needDb.filter((x) => x.status === 200);
     const strays = rig.sends.filter((x) => x.t0 < tCut && x.t1 > tCut);
-    const readsBack = (via: Slot) => historyReads.filter((r) => r.via === via && r.status === 200 && r.t0 >= tRestore).map((r) => r.t1);
-    const is503 = (x: Outcome) => x.status === 503;
-    return {
-      outageMs: Math.round(tRestore - tCut),
+    const readBack = (via: Slot) =>
+      rounded(Math.min(...historyReads.filter((r) => r.via === via && r.status === 200 && r.t0 >= tRestore).map((r) => r.t1)) - tRestore);
+    return { outageMs: Math.round(tRestore - tCut),
       during: { messages: tallied(rig.sends.filter(during)), conversationReads: tallied(historyReads.filter(during)),
         characterReads: tallied(rig.reads.filter((x) => during(x) && x.kind === 'character')) },
       okDuring: { beforeRestore: ok.filter((x) => x.t1 < tRestore).length, heldUntilAfter: ok.filter((x) => x.t1 >= tRestore).length },
-      heldMs: spread(ok.map(took)), anyAnswerMs: spread(needDb.map(took)),
-      latency503Ms: spread([...rig.sends, ...rig.reads].filter((x) => during(x) && is503(x)).map(took)),
-      readLatency503Ms: spread(rig.reads.filter((x) => during(x) && is503(x)).map(took)),
-      messageLatency503Ms: spread(rig.sends.filter((x) => during(x) && is503(x)).map(took)),
-      inFlightAtCut: { n: strays.length, outcomes: tallied(strays),
-        slowestMs: strays.length ? Math.round(Math.max(...strays.map((x) => x.t1 - tCut))) : null },
-      messagesBackMs: spread(both(convs, bySlot(rig, convs, tRestore))), unrecovered,
-      readsBackMs: Object.fromEntries(SLOTS.map((via) => [via, readsBack(via).length ? Math.round(Math.min(...readsBack(via)) - tRestore) : null])),
-      readiness: readiness(rig, tCut),
-    };
+      heldMs: spread(ok.map(took)), anyAnswerMs: spread(needDb.map(took)), latency503Ms: latency503([...rig.sends, ...rig.reads]),
+      readLatency503Ms: latency503(rig.reads), messageLatency503Ms: latency503(rig.sends),
+      inFlightAtCut: { n: strays.length, outcomes: tallied(strays), slowestMs: rounded(Math.max(...strays.map((x) => x.t1 - tCut))) },
+      messagesBackMs: spread(bySlot(rig, convs, tRestore).both), unrecovered,
+      readsBackMs: { A: readBack('A'), B: readBack('B') }, readiness: readiness(rig, tCut) };
   };
 });
 
 const rollingRestart = () => scenario('rolling restart', {}, async (rig) => {
-  const steps: { node: string; drainMs: number; exitCode: number | null; inFlight: number; inFlightOutcomes: Record<string, number>;
-    startMs: number; refusedMeanwhile: Record<string, number> }[] = [];
-  const tTerms: number[] = [];
+  const steps: { tTerm: number; node: string; drainMs: number; exitCode: number | null; inFlight: Send[]; startMs: number }[] = [];
   for (const slot of SLOTS) {
     const node = rig.nodes[slot]!;
     rig.route[slot] = slot === 'A' ? 'B' : 'A'; // out of rotation first, as a balancer does
     const inFlight = rig.inFlight(node.label);
-    tTerms.push(rig.now());
+    const tTerm = rig.now();
     const { code } = await node.troupe.child.stop(60_000);
-    const drainMs = Math.round(rig.now() - tTerms.at(-1)!);
+    const drainMs = Math.round(rig.now() - tTerm);
     await waitUntil(() => inFlight.every((x) => x.t1 >= 0), 5_000);
     const started = rig.now();
     const next = await rig.startSlot(slot);
-    const startMs = Math.round(rig.now() - started);
-    log(`rolling restart: ${node.label} drained in ${drainMs} ms (exit ${code}, ${inFlight.length} messages in flight to it); ` +
-      `${next.label} up in ${startMs} ms`);
-    steps.push({ node: node.label, drainMs, exitCode: code, inFlight: inFlight.length, inFlightOutcomes: tallied(inFlight), startMs,
-      refusedMeanwhile: {} });
+    steps.push({ tTerm, node: node.label, drainMs, exitCode: code, inFlight, startMs: Math.round(rig.now() - started) });
+    log(`rolling restart: ${node.label} drained in ${drainMs} ms (exit ${code}); ${next.label} up in ${steps.at(-1)!.startMs} ms`);
     await sleep(settings.rollingSettleMs);
   }
-  // Messages refused from SIGTERM until the next process was up, wherever they went.
-  return () => ({ steps: steps.map((s, i) => ({ ...s, refusedMeanwhile: tallied(rig.sends.filter((x) =>
-    x.status !== 200 && x.t0 >= tTerms[i]! && x.t0 < tTerms[i]! + s.drainMs + s.startMs)) })) });
+  // refusedMeanwhile: messages refused from SIGTERM until the next process was up, wherever they went.
+  return () => ({ steps: steps.map(({ tTerm, inFlight, ...s }) => ({ ...s, inFlight: inFlight.length, inFlightOutcomes: tallied(inFlight),
+    refusedMeanwhile: tallied(rig.sends.filter((x) => x.status !== 200 && x.t0 >= tTerm && x.t0 < tTerm + s.drainMs + s.startMs)) })) });
 });
 
 type Result = Awaited<ReturnType<typeof redisRestart | typeof processKill | typeof postgresOutage | typeof rollingRestart>>;
@@ -240,7 +213,8 @@ const p50p99max = (s: Spread) => (s.n === 0 ? '–' : `${ms(s.p50)} / ${ms(s.p99
 const counts = (c: Record<string, number>, skip = '200') =>
   Object.entries(c).filter(([k]) => k !== skip).map(([k, n]) => `${n}× ${k}`).join(', ') || 'none';
 const readyCells = (r: Record<Slot, { notReadyAfterMs: number | null; readyAgainAfterMs: number | null }>) =>
-  SLOTS.map((s) => (r[s].notReadyAfterMs === null ? 'stayed 200' : `${ms(r[s].notReadyAfterMs)} / ${ms(r[s].readyAgainAfterMs)}`)).join('; ');
+  SLOTS.map((s) => (r[s].notReadyAfterMs === null ? 'stayed 200' : `${ms(r[s].notReadyAfterMs)} / ${ms(r[s].readyAgainAfterMs)}`))
+    .join('; ');
 const storedCodes = (h: HistoryCheck) =>
   Object.entries(h.refusedStoredByCode).map(([code, n]) => `${code}: ${n.answered} / ${n.unanswered}`).join('; ').replace(/.+/, ' ($&)');
 
@@ -263,7 +237,8 @@ function markdown(results: readonly Result[]): string {
   table('**PostgreSQL outage** (cut at a TCP proxy; latency of the 503 answers to requests started during the outage, p50 / p99 / max):',
     ['mode', 'outage', '503 latency, history reads', '503 latency, messages', 'held, then 200 after the restore: n (p50 / max)',
       'every answer to a database request, p50 / p99 / max', 'answers during the outage (other than 503)', 'in flight at the cut',
-      'after restore: every conversation answers, p50 / max', 'history reads 200 again (A; B)', '/readyz 503 after cut / 200 after cut (A; B)'],
+      'after restore: every conversation answers, p50 / max', 'history reads 200 again (A; B)',
+      '/readyz 503 after cut / 200 after cut (A; B)'],
     results.filter((r) => 'latency503Ms' in r), (r) => [[r.scenario.replace('PostgreSQL ', ''), ms(r.outageMs),
       p50p99max(r.readLatency503Ms), p50p99max(r.messageLatency503Ms), `${r.okDuring.heldUntilAfter} (${p50max(r.heldMs)})`,
       p50p99max(r.anyAnswerMs), `messages: ${counts(r.during.messages, '503 database_unavailable')}; history reads: ` +
@@ -282,8 +257,10 @@ function markdown(results: readonly Result[]): string {
       'refused, answered from the fault on (slowest of all)', 'refused, not stored', 'refused but stored (answered / unanswered)',
       'lost: 200 but its reply not stored', "200 carrying another message's reply", 'duplicated', 'reordered', 'histories not alternating'],
     [...results], ({ scenario: name, history: h, ...r }) => [[name, `${ms(r.replyBeforeFaultMs.p50)} / ${ms(r.replyBeforeFaultMs.p99)}`,
-      h.sent, h.answered, counts(r.refusedBeforeFault, ''), `${counts(r.refusedFromFault, '')}${r.refusedMs.n ? ` (${ms(r.refusedMs.max)})` : ''}`,
-      h.refused - h.refusedStoredAnswered - h.refusedStoredUnanswered, `${h.refusedStoredAnswered} / ${h.refusedStoredUnanswered}${storedCodes(h)}`,
+      h.sent, h.answered, counts(r.refusedBeforeFault, ''),
+      `${counts(r.refusedFromFault, '')}${r.refusedMs.n ? ` (${ms(r.refusedMs.max)})` : ''}`,
+      h.refused - h.refusedStoredAnswered - h.refusedStoredUnanswered,
+      `${h.refusedStoredAnswered} / ${h.refusedStoredUnanswered}${storedCodes(h)}`,
       h.lost, h.wrongReply, h.duplicated, h.reordered, h.notAlternating]]);
   table('**WebSocket streams** (one socket per conversation on each process; a reply is expected when its message was sent ' +
     'after the socket was ready and answered while it stayed open):',
@@ -317,12 +294,7 @@ runBench('bench:outages', envNumber('BENCH_MAX_RUN_SEC', 600, 30) * 1000, async 
     `${host.cpus} CPUs (${host.cpuModel}), node ${host.node}; ${Math.round((Date.now() - started) / 1000)} s in all.`;
   process.stdout.write(`\n${report}\n`);
   for (const f of failures) process.stdout.write(`\nFAILED: ${f.scenario}: ${f.error}\n`);
-  for (const r of results) {
-    const odd = r.incidents.map((i) => `${i.tag} via ${i.node}: ${i.answer} after ${i.tookMs} ms, sent ${i.sentMs} ms after the fault; ` +
-      `${i.stored ? (i.answered ? 'stored and answered' : 'stored, unanswered') : 'not stored'}`);
-    const examples = [...odd, ...r.logFiles.map((f) => `Troupe log kept: ${f}`)];
-    if (examples.length) process.stdout.write(`\n${r.scenario}, examples:\n${examples.map((e) => `  - ${e}`).join('\n')}\n`);
-  }
+  for (const r of results) for (const f of r.logFiles) process.stdout.write(`${r.scenario}: Troupe log kept in ${f}\n`);
   const config = { ...settings, databaseUrl: redactUrl(settings.databaseUrl), scenarios, failovers, pgModes };
   const json = { benchmark: 'outages', stamp, config, machine: host, git: await gitState(), results, failures };
   log(`wrote ${(await writeResults('outages', stamp, json, report)).json}`);

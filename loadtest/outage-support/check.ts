@@ -93,16 +93,3 @@ export function checkSockets(sends: readonly Send[], histories: readonly StoredM
   }
   return c;
 }
-
-/** Refused messages, but for those to a dead process: what they were told, when (sentMs: after the fault), what was stored. */
-export function incidents(sends: readonly Send[], histories: readonly StoredMessage[][], tFault: number, max = 40) {
-  const all = histories.flat();
-  const stored = new Set(all.filter((m) => m.role === 'player').map((m) => m.content));
-  const answered = new Set(all.filter((m) => m.role !== 'player').map((m) => replyTag(m.content)));
-  return sends
-    .filter((s) => s.status !== 200 && s.code !== 'ECONNREFUSED' && s.code !== 'no_process')
-    .sort((a, b) => Number(b.code === 'timeout') - Number(a.code === 'timeout') || a.t0 - b.t0) // timeouts first
-    .slice(0, max)
-    .map((s) => ({ tag: s.tag, node: s.node, answer: outcome(s), sentMs: Math.round(s.t0 - tFault), tookMs: Math.round(s.t1 - s.t0),
-      stored: stored.has(s.tag), answered: answered.has(s.tag) }));
-}

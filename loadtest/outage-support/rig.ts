@@ -1,9 +1,7 @@
 /**
- * One outage scenario's rig and the load it keeps up through the fault. The rig: a fresh PostgreSQL database (optionally
- * behind a fault proxy), a private `redis-server`, the upstream in echo mode and Troupe processes in slots A and B; `route`
- * is the load balancer's table (a slot out of rotation sends its traffic to the other). The load: per conversation, rounds
- * of two messages at once, one through each slot (the next round once both answered); one WebSocket per conversation and
- * slot, reconnecting; REST reads at a fixed rate; `GET /readyz` every 100 ms. Times: ms since the load started.
+ * An outage scenario's rig: a fresh PostgreSQL database (optionally behind a fault proxy), a private `redis-server`, the
+ * upstream in echo mode, Troupe processes in slots A and B, and `route`, the balancer's table. Its load: per conversation,
+ * rounds of one message through each slot at once; a WebSocket per conversation and slot; REST reads; `GET /readyz` polls.
  */
 import { execFileSync } from 'node:child_process';
 import { performance } from 'node:perf_hooks';
@@ -45,7 +43,6 @@ process.on('exit', () => onExit.forEach((drop) => drop()));
 
 export class Rig {
   readonly nodes: Record<Slot, TroupeNode | null> = { A: null, B: null };
-  /** Every process started, in order (their logs are read at the end). */
   readonly all: TroupeNode[] = [];
   readonly route: Record<Slot, Slot> = { A: 'A', B: 'B' };
   readonly conversations: string[] = [];
@@ -83,8 +80,8 @@ export class Rig {
       this.#closers.push(() => proxy.close());
       databaseUrl = proxy.via(db.url);
     }
-    const reply = { BENCH_REPLY: 'echo', BENCH_REPLY_TOKENS: String(o.replyChunks), BENCH_REPLY_GAP_MS: String(o.chunkDelayMs) };
-    const upstream = await startUpstream(reply);
+    const upstream = await startUpstream({ BENCH_REPLY: 'echo', BENCH_REPLY_TOKENS: `${o.replyChunks}`,
+      BENCH_REPLY_GAP_MS: `${o.chunkDelayMs}` });
     this.#closers.push(() => upstream.stop());
     const redis = (this.redis = await startRedis());
     this.#closers.push(() => redis.stop());
@@ -198,21 +195,19 @@ export class Rig {
   }
 
   async #readLoop(via: Slot): Promise<void> {
-    if (this.#o.readRate <= 0) return;
-    const pending = new Set<Promise<void>>();
-    for (let n = 0; this.#watching; n++) {
+    let pending = 0;
+    for (let n = 0; this.#watching && this.#o.readRate > 0; n++) {
       const kind = n % 2 === 0 ? 'conversation' : 'character';
       const id = kind === 'conversation' ? this.conversations[n % this.conversations.length] : this.characterId;
-      if (pending.size < 50) {
-        const task = this.#request(via, 'GET', `/${kind}s/${id}`).then(({ body: _body, ...out }) => {
+      if (pending < 50) {
+        pending++;
+        this.#tasks.push(this.#request(via, 'GET', `/${kind}s/${id}`).then(({ body: _body, ...out }) => {
+          pending--;
           this.reads.push({ ...out, via, kind });
-        });
-        pending.add(task);
-        void task.finally(() => pending.delete(task));
+        }));
       }
       await sleep(1000 / this.#o.readRate);
     }
-    await Promise.all(pending);
   }
 
   async #readyLoop(via: Slot): Promise<void> {
