@@ -106,8 +106,10 @@ async function scenario<T extends object>(name: string, options: Partial<{ proxy
       refusedBeforeFault: tallied(refused.filter((x) => x.t1 < tFault)), refusedFromFault: tallied(refused.filter((x) => x.t1 >= tFault)),
       reads: tallied(rig.reads), takeovers: logLines(rig, 'the process running an actor stopped its heartbeat; taking its actors over'),
       superseded: logLines(rig, 'conversation actor superseded by another process; disposing it') };
+    // Logs are kept after a timeout, a lost, duplicated or reordered message, or a process that exited with a code.
+    const exited = rig.all.some((node) => (node.troupe.child.exitInfo()?.code ?? null) !== null);
     if (history.lost + history.duplicated + history.reordered + history.notAlternating + history.wrongReply > 0 ||
-      refused.some((x) => x.code === 'timeout')) {
+      refused.some((x) => x.code === 'timeout') || exited) {
       await mkdir(settings.logDir, { recursive: true });
       for (const node of rig.all) {
         result.logFiles.push(join(settings.logDir, `${name.replace(/\W+/g, '-')}-${node.label}.log`));
