@@ -1,26 +1,20 @@
 /**
  * `npm run bench:conversations`, per HTTP engine (node; uws when a Node here can load uWebSockets.js):
- *   (a) sockets       N idle conversation WebSockets on one Troupe (clients in socket-holder processes):
- *                     Troupe's RSS and V8 heap after a full GC before, halfway and after, per socket.
- *   (b) fanout        chunks stamped by the upstream (CLOCK_MONOTONIC µs) fanned out to subscribers of
- *                     one conversation: spread first..last subscriber and latency from the upstream write.
- *   (b') fanout-redis the same with the actor on Troupe A and the subscribers on B (PostgreSQL + Redis).
- *   (c) perform       open-loop POST /perform interleaved with the very upstream request Troupe made,
- *                     replayed directly: the difference is Troupe's added latency.
- * Writes loadtest/results/conversations-<stamp>.{json,md}. Environment (defaults in brackets):
- *   BENCH_ENGINES [node,uws]  BENCH_PARTS [sockets,fanout,fanout-redis,perform]
- *   BENCH_DATABASE_URL [postgres://postgres@127.0.0.1:5432/test]  BENCH_REDIS_URL [redis://127.0.0.1:6379]
- *   BENCH_SOCKETS [10000] (capped by ephemeral ports per source address and file descriptors)
+ *   (a) sockets: N idle conversation WebSockets on one Troupe (clients in socket-holder processes): its memory per socket.
+ *   (b) fanout: stamped upstream chunks fanned out to the subscribers of one conversation: spread and latency per chunk.
+ *   (b') fanout-redis: the same with the actor on Troupe A and the subscribers on B (PostgreSQL + Redis).
+ *   (c) perform: open-loop POST /perform interleaved with Troupe's own upstream request replayed: Troupe's added latency.
+ * Writes loadtest/results/conversations-<stamp>.{json,md}. Environment (defaults in brackets): BENCH_ENGINES [node,uws]
+ *   BENCH_PARTS [sockets,fanout,fanout-redis,perform]  BENCH_DATABASE_URL [postgres://postgres@127.0.0.1:5432/test]
+ *   BENCH_REDIS_URL [redis://127.0.0.1:6379]  BENCH_SOCKETS [10000] (capped by ephemeral ports and file descriptors)
  *   BENCH_CONVERSATIONS [100]  BENCH_SOURCE_ADDRESSES [127.0.0.1] (more loopback addresses lift the port cap)
- *   BENCH_SOCKETS_PER_CLIENT [15000]  BENCH_CONNECT_CONCURRENCY [200]  BENCH_SOCKETS_LOG_LEVEL [warn]
- *   BENCH_SOCKET_GOAL_BYTES [4096]  BENCH_FANOUT_SUBSCRIBERS [10]  BENCH_FANOUT_MESSAGES [25]
- *   BENCH_FANOUT_WARMUP [3]  BENCH_FANOUT_CHUNKS [40]  BENCH_FANOUT_GAP_MS [5]
- *   BENCH_PERFORM_RATES [50,100,200,400]  BENCH_PERFORM_DURATION s [10]  BENCH_PERFORM_WARMUP s [2]
- *   BENCH_PERFORM_TOKENS [40]  BENCH_PERFORM_GAP_MS [0: one burst]  BENCH_PERFORM_GOAL_MS [2]
- *   BENCH_MAX_P99_MS [100] (above: not sustained)  BENCH_KEEP_GOING (1: every rate)  BENCH_LOG_LEVEL [info]
- *   BENCH_CPU_PROF (1: Troupe of b+c under --cpu-prof, top frames over the perform windows)
- *   BENCH_QUIET_WAIT s [10] / BENCH_QUIET_PERCENT [60]: wait for the rest of the machine before a phase
- *   BENCH_MAX_RUN_SEC [3600]  UWS_NODE (else `bash .ci/uws-node.sh`)
+ *   BENCH_SOCKETS_PER_CLIENT [15000]  BENCH_CONNECT_CONCURRENCY [200]  BENCH_SOCKETS_LOG_LEVEL [warn]  BENCH_SOCKET_GOAL_BYTES [4096]
+ *   BENCH_FANOUT_SUBSCRIBERS [10]  BENCH_FANOUT_MESSAGES [25]  BENCH_FANOUT_WARMUP [3]  BENCH_FANOUT_CHUNKS [40]  BENCH_FANOUT_GAP_MS [5]
+ *   BENCH_PERFORM_RATES [50,100,200,400]  BENCH_PERFORM_DURATION s [10]  BENCH_PERFORM_WARMUP s [2]  BENCH_PERFORM_TOKENS [40]
+ *   BENCH_PERFORM_GAP_MS [0: one burst]  BENCH_PERFORM_GOAL_MS [2]  BENCH_MAX_P99_MS [100] (above: not sustained)
+ *   BENCH_KEEP_GOING (1: every rate)  BENCH_LOG_LEVEL [info]  BENCH_CPU_PROF (1: Troupe of b+c under --cpu-prof, top frames
+ *   over the perform windows)  BENCH_QUIET_WAIT s [10] / BENCH_QUIET_PERCENT [60]: wait for the rest of the machine before a
+ *   phase  BENCH_MAX_RUN_SEC [3600]  UWS_NODE (else `bash .ci/uws-node.sh`)
  */
 import { totalmem } from 'node:os';
 import { join } from 'node:path';
@@ -31,7 +25,7 @@ import type { Launched, Log } from './support/children.ts';
 import { envDatabaseUrl, envFlag, envList, envLogLevel, envNumber as num, envRates, envText } from './support/env.ts';
 import { performTargets, runLoad, type TargetRun } from './support/load.ts';
 import * as proc from './support/proc.ts';
-import { formatSrcProfile, newestProfile, summarizeSrcProfile, type SrcProfile } from './support/profile.ts';
+import { profileText } from './support/profile.ts';
 import { fixed, markdownTable, RESULTS_DIR, round3, splitHalfSpread, summarize, writeResults } from './support/report.ts';
 import { openReadySocket, wsUrl } from './support/sockets.ts';
 import * as api from './support/troupe.ts';
@@ -43,16 +37,16 @@ const PARTS = ['sockets', 'fanout', 'fanout-redis', 'perform'] as const;
 /** Ephemeral ports left for everything else; file descriptors asked for Troupe beyond the sockets, and left free in it. */
 const [PORT_RESERVE, FD_SLACK, FD_MARGIN] = [2_000, 2_048, 64];
 const [CONNECT_TIMEOUT_MS, SETTLE_MS, WARMUP_SOCKETS, FANOUT_PAUSE_MS, FANOUT_TIMEOUT_MS] = [30_000, 3_000, 500, 50, 15_000];
-const SUSTAIN = { minAchievedRatio: 0.95, maxErrorRate: 0.001, maxGeneratorLagP99Ms: 5 } as const;
 const PLAYER_LINE = 'Halt! Who goes there, and what business do you have at the east gate after dark?';
+const SUSTAIN = { minAchievedRatio: 0.95, maxErrorRate: 0.001, maxGeneratorLagP99Ms: 5 } as const;
 
 const sources = (envText('BENCH_SOURCE_ADDRESSES') ?? '127.0.0.1').split(',').map((s) => s.trim()).filter(Boolean);
-if (sources.length === 0 || sources.some((s) => !/^127\.\d{1,3}\.\d{1,3}\.\d{1,3}$/.test(s))) {
-  throw new Error(`BENCH_SOURCE_ADDRESSES must be loopback IPv4 addresses (127.x.y.z), got '${envText('BENCH_SOURCE_ADDRESSES')}'`);
+if (!sources.length || sources.some((s) => !/^127\.\d{1,3}\.\d{1,3}\.\d{1,3}$/.test(s))) {
+  throw new Error(`BENCH_SOURCE_ADDRESSES must be loopback IPv4 addresses (127.x.y.z), got '${sources.join(',')}'`);
 }
 const cfg = {
-  engines: envList('BENCH_ENGINES', ['node', 'uws'] as const), parts: envList('BENCH_PARTS', PARTS), sockets: num('BENCH_SOCKETS', 10_000, 1),
-  conversations: num('BENCH_CONVERSATIONS', 100, 1), sourceAddresses: [...new Set(sources)],
+  engines: envList('BENCH_ENGINES', ['node', 'uws'] as const), parts: envList('BENCH_PARTS', PARTS),
+  sockets: num('BENCH_SOCKETS', 10_000, 1), conversations: num('BENCH_CONVERSATIONS', 100, 1), sourceAddresses: [...new Set(sources)],
   socketsPerClient: num('BENCH_SOCKETS_PER_CLIENT', 15_000, 100), connectConcurrency: num('BENCH_CONNECT_CONCURRENCY', 200, 1),
   socketsLogLevel: envLogLevel('BENCH_SOCKETS_LOG_LEVEL', 'warn'), socketGoalBytes: num('BENCH_SOCKET_GOAL_BYTES', 4096, 1),
   fanoutSubscribers: num('BENCH_FANOUT_SUBSCRIBERS', 10, 1), fanoutMessages: num('BENCH_FANOUT_MESSAGES', 25, 1),
@@ -63,18 +57,16 @@ const cfg = {
   performGoalMs: num('BENCH_PERFORM_GOAL_MS', 2, 0, false), maxP99Ms: num('BENCH_MAX_P99_MS', 100, 1, false),
   keepGoing: envFlag('BENCH_KEEP_GOING'), logLevel: envLogLevel('BENCH_LOG_LEVEL', 'info'), cpuProf: envFlag('BENCH_CPU_PROF'),
   maxRunSec: num('BENCH_MAX_RUN_SEC', 3600, 60), quietWaitSec: num('BENCH_QUIET_WAIT', 10, 0),
-  quietPercent: num('BENCH_QUIET_PERCENT', 60, 1), databaseUrl: envDatabaseUrl(), redisUrl: envText('BENCH_REDIS_URL') ?? 'redis://127.0.0.1:6379',
+  quietPercent: num('BENCH_QUIET_PERCENT', 60, 1), databaseUrl: envDatabaseUrl(),
+  redisUrl: envText('BENCH_REDIS_URL') ?? 'redis://127.0.0.1:6379',
 };
 const MIB = 2 ** 20;
 const mib = (bytes: number) => (bytes / MIB).toFixed(1);
 const sum = (values: readonly number[]): number => values.reduce((a, b) => a + b, 0);
 
 /** Waits (at most BENCH_QUIET_WAIT s) for the rest of the machine to calm down before a measured phase. */
-async function quiet(watch: readonly proc.WatchedProcess[], label: string, log: Log): Promise<void> {
-  if (cfg.quietWaitSec <= 0) return;
-  const q = await proc.waitForQuiet(cfg.quietWaitSec, cfg.quietPercent, watch);
-  log(`${label}: rest of the machine at ${q.otherPercent?.toFixed(0) ?? '?'}% of a core after ${q.waitedSec.toFixed(0)} s`);
-}
+const quiet = (watch: readonly proc.WatchedProcess[]) =>
+  cfg.quietWaitSec > 0 && proc.waitForQuiet(cfg.quietWaitSec, cfg.quietPercent, watch);
 
 /** A full GC in Troupe, then its memory (VmRSS, VmHWM from /proc right after it), with its GC pauses [start µs, ms, kind] so far. */
 async function probeTroupe(troupe: Troupe) {
@@ -99,30 +91,24 @@ function planSockets(troupe: Troupe) {
   // What Troupe actually got decides: the wrapper falls back to the hard limit when raising fails.
   const [fdLimit, inUse] = [proc.fileLimits(troupe.child.pid)?.soft ?? fdMax, proc.openFileCount(troupe.child.pid) ?? 0];
   const caps: [limit: number, reason: string][] = [
-    [perSource * cfg.sourceAddresses.length, `ports: ${ports} ephemeral ports (net.ipv4.ip_local_port_range) less ${PORT_RESERVE} ` +
-      `per client source address (${cfg.sourceAddresses.join(', ')}; more: BENCH_SOURCE_ADDRESSES)`],
-    [Math.max(0, fdLimit - inUse - FD_MARGIN), `file descriptors: Troupe got ulimit -n ${fdLimit} and uses ${inUse} itself, ` +
-      `less a margin of ${FD_MARGIN}`],
+    [perSource * cfg.sourceAddresses.length, `ports: ${ports} ephemeral ports less ${PORT_RESERVE} per source address`],
+    [Math.max(0, fdLimit - inUse - FD_MARGIN), `file descriptors: Troupe got ulimit -n ${fdLimit}, uses ${inUse}, less ${FD_MARGIN}`],
   ];
   const target = Math.min(cfg.sockets, ...caps.map(([limit]) => limit));
   const perClient = Math.max(100, Math.min(cfg.socketsPerClient, fdMax - 1024));
-  const holders: { localAddress: string; count: number }[] = [];
-  let left = target;
-  for (const localAddress of cfg.sourceAddresses) {
-    for (let share = Math.min(left, perSource), count = 0; share > 0; share -= count) {
-      holders.push({ localAddress, count: (count = Math.min(share, perClient)) });
-    }
-    left -= Math.min(left, perSource);
-  }
+  // Each source address takes up to perSource sockets, in holders of up to perClient.
+  const holders = cfg.sourceAddresses.flatMap((localAddress, a) => {
+    const share = Math.max(0, Math.min(perSource, target - a * perSource));
+    const count = (i: number) => Math.min(perClient, share - i * perClient);
+    return Array.from({ length: Math.ceil(share / perClient) }, (_, i) => ({ localAddress, count: count(i) }));
+  });
   const binding = caps.filter(([limit]) => limit < cfg.sockets).sort((x, y) => x[0] - y[0]);
   const capReason = binding.map(([limit, reason], i) => `${i === 0 ? 'limit' : 'also'}: ${reason} (${limit})`).join('; ') || null;
   return { requested: cfg.sockets, target, capReason, conversations: Math.min(cfg.conversations, target), holders };
 }
 
-/**
- * Samples 2 s apart until RSS and the V8 heap's committed size hold steady (twice in a row within 2 MiB), at most 15
- * times: V8 and malloc give memory back gradually after a burst, and a sample taken meanwhile would count that as a change.
- */
+/** Samples 2 s apart until RSS and V8's committed heap hold steady (twice within 2 MiB), at most 15 times: V8 and malloc
+ * give memory back gradually after a burst, and a sample taken meanwhile would count that as a change. */
 async function settledMemory(troupe: Troupe) {
   const rssSamples: number[] = [];
   let [previous, calm]: [MemorySample | null, number] = [null, 0];
@@ -141,7 +127,7 @@ type HolderStats = { open: number; unexpectedCloses: number; doneChunks: number;
 type Holder = ReturnType<typeof startHolder>;
 
 /** A socket-holder.ts process (`ulimit -n` raised): one JSON command per stdin line, one answer per stdout line, in turn. */
-function startHolder(name: string, fdLimit: number, localAddress: string) {
+function startHolder(name: string, fdLimit: number) {
   let settle = (_answer: Record<string, unknown> | Error): void => {};
   const onLine = (line: string) => {
     const answer = parseJson(line);
@@ -153,7 +139,6 @@ function startHolder(name: string, fdLimit: number, localAddress: string) {
   void holder.exited.then(() => settle(gone()));
   holder.child.stdin.on('error', () => {}); // the exit handler reports it
   return {
-    localAddress,
     // After a timeout the part fails, so a late answer is never taken for another command's.
     ask: <T>(cmd: Record<string, unknown>, timeoutMs: number) => new Promise<T>((resolve, reject) => {
       if (holder.exitInfo()) return reject(gone());
@@ -172,7 +157,7 @@ function startHolder(name: string, fdLimit: number, localAddress: string) {
 }
 
 /** The caller stops `holders` after Troupe: it closes the sockets from its side, so the clients' ports are not left in TIME_WAIT. */
-async function runIdle(troupe: Troupe, holders: Holder[], log: Log) {
+async function runIdle(troupe: Troupe, holders: Holder[]) {
   const plan = planSockets(troupe);
   const characterId = await api.createCharacter(troupe, 'Innkeeper');
   const conversations: string[] = [];
@@ -180,18 +165,18 @@ async function runIdle(troupe: Troupe, holders: Holder[], log: Log) {
     const batch = Math.min(8, plan.conversations - conversations.length);
     conversations.push(...(await Promise.all(Array.from({ length: batch }, () => api.createConversation(troupe, characterId)))));
   }
-  for (const [i, h] of plan.holders.entries()) holders.push(startHolder(`socket-holder-${i}`, h.count + 1024, h.localAddress));
+  for (const [i, h] of plan.holders.entries()) holders.push(startHolder(`socket-holder-${i}`, h.count + 1024));
   const stats = () => Promise.all(holders.map((h) => h.ask<HolderStats>({ op: 'stats' }, 60_000)));
-  const connect = (holder: Holder, count: number, offset: number) => {
-    const localAddress = holder.localAddress === '127.0.0.1' ? undefined : holder.localAddress;
+  const connect = (i: number, count: number, offset: number) => {
     const { base, key: token } = troupe;
+    const localAddress = plan.holders[i]?.localAddress === '127.0.0.1' ? undefined : plan.holders[i]?.localAddress;
     const cmd = { op: 'connect', base, token, conversations, count, offset, concurrency: cfg.connectConcurrency, localAddress };
     type Connected = { ok: number; errors: Record<string, number>; ms: number };
-    return holder.ask<Connected>({ ...cmd, timeoutMs: CONNECT_TIMEOUT_MS }, Math.max(120_000, count * 20) + CONNECT_TIMEOUT_MS);
+    return holders[i]!.ask<Connected>({ ...cmd, timeoutMs: CONNECT_TIMEOUT_MS }, Math.max(120_000, count * 20) + CONNECT_TIMEOUT_MS);
   };
   // Warm-up: Troupe's upgrade path compiled and its one-time structures allocated before "before".
   if (holders[0]) {
-    await connect(holders[0], Math.min(WARMUP_SOCKETS, plan.target), 0);
+    await connect(0, Math.min(WARMUP_SOCKETS, plan.target), 0);
     await holders[0].ask({ op: 'close' }, 60_000);
     await delay(1_000);
   }
@@ -201,14 +186,12 @@ async function runIdle(troupe: Troupe, holders: Holder[], log: Log) {
   // Two steps (each holder its first half, then the rest) with a sample in between: the slope over
   // the second half leaves out one-time growth the first sockets trigger.
   const errors: Record<string, number> = {};
-  let [opened, connectMs, offset] = [0, 0, 0];
+  let [opened, connectMs, next] = [0, 0, 0];
   let half: { sample: typeof before; open: number } | null = null;
-  const offsets = plan.holders.map((h) => (offset += h.count) - h.count);
   for (const step of [0, 1]) {
-    log(`idle sockets: connecting half ${step + 1} of ${plan.target}`);
     const results = await Promise.all(plan.holders.map((h, i) => {
-      const first = Math.floor(h.count / 2);
-      return connect(holders[i]!, step === 0 ? first : h.count - first, offsets[i]! + step * first);
+      const count = step === 0 ? Math.floor(h.count / 2) : Math.ceil(h.count / 2);
+      return connect(i, count, (next += count) - count);
     }));
     for (const r of results) {
       opened += r.ok;
@@ -226,12 +209,11 @@ async function runIdle(troupe: Troupe, holders: Holder[], log: Log) {
   let liveness: { conversation: string; expected: number; received: number; ms: number } | null = null;
   const [conversation, expected] = [conversations[0], Math.ceil(plan.target / conversations.length)];
   if (conversation && expected > 0 && unexpectedCloses === 0) {
-    await Promise.all(holders.map((h) => h.ask({ op: 'reset' }, 30_000)));
-    const l0 = Date.now();
+    const [l0, doneBefore] = [Date.now(), sum(afterStats.map((s) => s.doneChunks))];
     await api.postMessage(troupe, conversation, 'Are you still there?');
     let received = 0;
     for (const deadline = Date.now() + 15_000; Date.now() < deadline && received < expected; await delay(200)) {
-      received = sum((await stats()).map((s) => s.doneChunks));
+      received = sum((await stats()).map((s) => s.doneChunks)) - doneBefore;
     }
     liveness = { conversation, expected, received, ms: Date.now() - l0 };
   }
@@ -241,9 +223,8 @@ async function runIdle(troupe: Troupe, holders: Holder[], log: Log) {
   return {
     plan, opened, failed: plan.target - opened, errors, connectSec: connectMs / 1000, openAtSample, unexpectedCloses,
     troupeBefore: before, troupeAfter: after,
-    perSocket: openAtSample > 0
-      ? { rssBytes: per('rss'), heapUsedBytes: per('heapUsed'), externalBytes: per('external'), mallocedBytes: per('mallocedMemory') }
-      : null,
+    perSocket: openAtSample > 0 ? { rssBytes: per('rss'), heapUsedBytes: per('heapUsed'), externalBytes: per('external'),
+      mallocedBytes: per('mallocedMemory') } : null,
     troupeHalf: half?.sample ?? null,
     /** Slope between the half and the full sample: memory per socket without one-time growth. */
     marginalPerSocket: half && added > 0 ? {
@@ -255,17 +236,15 @@ async function runIdle(troupe: Troupe, holders: Holder[], log: Log) {
   };
 }
 
-/**
- * Posts messages on `troupe` and takes in the chunks on subscriber sockets of `via` (all on this one thread, so the spread
- * is an upper bound of Troupe's): spread = last minus first arrival per chunk; latency = arrival minus the upstream's stamp.
- */
+/** Posts on `troupe`, takes in the chunks on subscriber sockets of `via` (all on this thread: the spread is an upper bound
+ * of Troupe's). Spread = last minus first arrival per chunk; latency = arrival minus the upstream's stamp. */
 async function runFanout(troupe: Troupe, via: Troupe, conversationId: string, watch: readonly proc.WatchedProcess[], log: Log) {
   const n = cfg.fanoutSubscribers;
   const inbox: { at: number; data: Buffer }[][] = Array.from({ length: n }, () => []);
   const sockets: WebSocket[] = [];
   const [spread, latency, firstLatency, lastLatency, httpMs]: [number[], number[], number[], number[], number[]] = [[], [], [], [], []];
   let [completeChunks, missing, stopCpu] = [0, 0, null as (() => proc.CpuWindow) | null];
-  await quiet(watch, `fan-out, ${watch.length - 1} Troupe process(es)`, log);
+  await quiet(watch);
   try {
     for (const [i, box] of inbox.entries()) {
       const onMessage = (data: Buffer, at: number) => void box.push({ at, data });
@@ -310,21 +289,19 @@ async function runFanout(troupe: Troupe, via: Troupe, conversationId: string, wa
   } finally {
     for (const ws of sockets) ws.terminate();
   }
-  const s = summarize(spread);
-  log(`fan-out: ${completeChunks} chunks x ${n} subscribers, spread p50/p99 ${s.p50.toFixed(3)}/${s.p99.toFixed(3)} ms, missing ${missing}`);
+  log(`fan-out: ${completeChunks} chunks x ${n} subscribers, ${missing} missing`);
   return {
     subscribers: n, messages: cfg.fanoutMessages, chunksPerMessage: cfg.fanoutChunks, gapMs: cfg.fanoutGapMs, completeChunks,
-    expectedDeliveries: cfg.fanoutMessages * cfg.fanoutChunks * n, missingDeliveries: missing, spreadMs: s, latencyMs: summarize(latency),
-    firstSubscriberLatencyMs: summarize(firstLatency), lastSubscriberLatencyMs: summarize(lastLatency), httpMessageMs: summarize(httpMs),
-    cpu: stopCpu?.() ?? proc.NO_CPU,
+    expectedDeliveries: cfg.fanoutMessages * cfg.fanoutChunks * n, missingDeliveries: missing, spreadMs: summarize(spread),
+    latencyMs: summarize(latency), firstSubscriberLatencyMs: summarize(firstLatency), lastSubscriberLatencyMs: summarize(lastLatency),
+    httpMessageMs: summarize(httpMs), cpu: stopCpu?.() ?? proc.NO_CPU,
   };
 }
 
 /** Two Troupe processes on one fresh PostgreSQL database and one Redis: the actor on A, the subscribers on B. */
 async function crossProcessFanout(options: api.TroupeOptions, upstreamPid: number, exits: Record<string, string>, log: Log) {
   const store = await api.freshStore('postgres', cfg.databaseUrl);
-  const settings = { ...options.settings, ...store.env, REDIS_URL: cfg.redisUrl };
-  const shared = { ...options, keepOutput: true, settings, key: api.newBootstrapKey() };
+  const shared = { ...options, keepOutput: true, settings: { ...store.env, REDIS_URL: cfg.redisUrl }, key: api.newBootstrapKey() };
   let [a, b]: (Troupe | null)[] = [null, null];
   try {
     a = await api.startTroupe({ ...shared, name: `troupe-${shared.engine}-A` });
@@ -345,11 +322,10 @@ async function crossProcessFanout(options: api.TroupeOptions, upstreamPid: numbe
   }
 }
 
-function summarizePath(raw: TargetRun) {
-  const { label: target, scheduled, ok, errors, achievedRps, maxInFlight } = raw;
-  const [latency, lag, p99Noise] = [summarize(raw.total), summarize(raw.lag), splitHalfSpread(raw.total, 99)];
-  return { target, scheduled, ok, errorCount: sum(Object.values(errors)), errors, achievedRps, latency, p99Noise, lag, maxInFlight };
-}
+const summarizePath = ({ label: target, scheduled, ok, errors, achievedRps, maxInFlight, total, lag }: TargetRun) => ({
+  target, scheduled, ok, errorCount: sum(Object.values(errors)), errors, achievedRps, latency: summarize(total),
+  p99Noise: splitHalfSpread(total, 99), lag: summarize(lag), maxInFlight,
+});
 
 /** Troupe's GC pauses [start µs, ms, kind] that started inside the window (µs, CLOCK_MONOTONIC). */
 function gcInWindow(events: readonly [number, number, number][], window: Window) {
@@ -385,13 +361,13 @@ async function performLadder(troupe: Troupe, characterId: string, upstream: Laun
   const watch = [{ name: 'troupe', pid: troupe.child.pid }, { name: 'upstream', pid: upstream.pid }];
   const before = (await probeTroupe(troupe)).memory;
   for (const rate of cfg.performRates) {
-    await quiet(watch, `perform @ ${rate} req/s`, log);
+    await quiet(watch);
     const [d, p] = await runLoad([direct, perform], { rate, warmupSec: cfg.performWarmupSec, durationSec: cfg.performDurationSec, watch });
     if (!d || !p) throw new Error('runLoad returned fewer results than targets');
     const r = compareRate(run.engine, d, p);
     run.perform.push(r);
     windows.push(d.monotonicUs);
-    log(`perform @ ${rate} req/s: added p50/p99 ${r.added.p50.toFixed(2)}/${r.added.p99.toFixed(2)} ms${r.sustained ? '' : ', NOT sustained'}`);
+    log(`perform @ ${rate} req/s: added p99 ${r.added.p99.toFixed(2)} ms${r.sustained ? '' : `, NOT sustained: ${r.verdict.join('; ')}`}`);
     if (!r.sustained && !cfg.keepGoing) break;
   }
   const after = await probeTroupe(troupe);
@@ -405,7 +381,7 @@ const newRun = (engine: api.Engine, nodeBinary: string) => ({
   performPreflight: null as { directMs: number; performMs: number; upstreamRequestBytes: number } | null,
   /** Troupe's memory (after a full GC) before and after the perform rates: retention shows here. */
   performMemory: null as { before: MemorySample; after: MemorySample } | null,
-  idle: null as Awaited<ReturnType<typeof runIdle>> | null, profile: null as SrcProfile | null,
+  idle: null as Awaited<ReturnType<typeof runIdle>> | null, profile: null as string | null,
   troupeExits: {} as Record<string, string>, errors: [] as string[],
 });
 type EngineRun = ReturnType<typeof newRun>;
@@ -440,10 +416,8 @@ async function benchEngine(engine: api.Engine, nodeBinary: string, upstream: Lau
     } finally {
       run.troupeExits.fanoutPerform = await troupe.stop(profDir ? 30_000 : 10_000);
     }
-    const file = profDir ? await newestProfile(profDir) : null;
     const span = { start: Math.min(...windows.map((w) => w.start)), end: Math.max(...windows.map((w) => w.end)) };
-    if (file) run.profile = await summarizeSrcProfile(file, windows.length > 0 ? span : null);
-    else if (profDir) log(`no .cpuprofile written in ${profDir}`);
+    if (profDir) run.profile = await profileText(profDir, windows.length > 0 ? span : null, `${engine}, perform windows`);
   }
   if (wants('fanout-redis')) {
     await attempt('fan-out across processes', async () => {
@@ -453,7 +427,7 @@ async function benchEngine(engine: api.Engine, nodeBinary: string, upstream: Lau
   if (wants('sockets')) {
     const troupe = await api.startTroupe(options(cfg.socketsLogLevel, cfg.sockets + FD_SLACK));
     const holders: Holder[] = [];
-    await attempt('idle sockets', async () => void (run.idle = await runIdle(troupe, holders, log)));
+    await attempt('idle sockets', async () => void (run.idle = await runIdle(troupe, holders)));
     // Troupe first: it closes the sockets from its side, so the clients' ports are not left in TIME_WAIT.
     run.troupeExits.sockets = await troupe.stop(30_000);
     await Promise.all(holders.map((h) => h.stop()));
@@ -468,21 +442,16 @@ const pct = (v: number | null | undefined) => fixed(v, 0, '?');
 const p50p99 = (s: { p50: number; p99: number }, digits = 3) => `${f(s.p50, digits)} / ${f(s.p99, digits)}`;
 const errorList = (errors: Record<string, number>) => Object.entries(errors).map(([k, v]) => `${k}:${v}`).join(' ');
 const errorsCell = (s: ReturnType<typeof summarizePath>) => (s.errorCount === 0 ? '0' : `${s.errorCount} (${errorList(s.errors)})`);
-/** CPU % of every watched Troupe process together (one, or A and B across processes). */
-function troupeCpu(cpu: proc.CpuWindow): number | null {
-  const shares = Object.entries(cpu.children).filter(([name]) => name.startsWith('troupe')).map(([, share]) => share);
-  return shares.length === 0 || shares.some((share) => share === null) ? null : sum(shares as number[]);
-}
+/** CPU % of every watched Troupe process together (one, or A and B across processes); NaN when one is unknown. */
+const troupeCpu = (cpu: proc.CpuWindow) =>
+  sum(Object.entries(cpu.children).filter(([name]) => name.startsWith('troupe')).map(([, share]) => share ?? Number.NaN));
 
 function conversationsMarkdown(runs: readonly EngineRun[], head: string, tail: string[]): string {
   const out: string[] = ['', `## Conversations benchmark (${new Date().toISOString()})`, '', head, ''];
   const idle = runs.flatMap((r) => (r.idle ? [{ engine: r.engine, r: r.idle }] : []));
   if (idle.length > 0) {
-    out.push('### (a) Idle conversation WebSockets on one Troupe process', '', [
-      `Troupe LOG_LEVEL=${cfg.socketsLogLevel}; VmRSS and V8 heap after a full GC, once steady, before, with half the sockets and with`,
-      'all; per socket = (after - before) / sockets open; "2nd half" = (after - half) / sockets added in the second half (no one-time',
-      'growth). 1 KiB = 1024 bytes. Socket i joins conversation i mod n; the clients (socket-holder processes) are counted apart.',
-    ].join(' '), '', markdownTable(
+    out.push('### (a) Idle conversation WebSockets on one Troupe process', '', `Troupe LOG_LEVEL=${cfg.socketsLogLevel}; memory after a ` +
+      'full GC, once steady; per socket = (after - before) / open; "2nd half" = (after - half) / added since.', '', markdownTable(
       ['engine', 'sockets open / requested', 'conversations', 'Troupe RSS before → half → after (MiB)', 'RSS per socket (KiB)',
         `≤ ${cfg.socketGoalBytes / 1024} KiB`, 'RSS per socket, 2nd half (KiB)', 'V8 heap used per socket (KiB)',
         'V8 heap used per socket, 2nd half (KiB)', 'client RSS per socket (KiB, procs)', 'connect time (s)', 'failures', 'liveness'],
@@ -504,12 +473,9 @@ function conversationsMarkdown(runs: readonly EngineRun[], head: string, tail: s
     ...(r.fanoutCrossProcess ? [{ engine: `${r.engine}, A → Redis → B`, r: r.fanoutCrossProcess.fanout }] : []),
   ]);
   if (fan.length > 0) {
-    out.push(`### (b) Chunk fan-out to ${cfg.fanoutSubscribers} subscribers of one conversation`, '', [
-      `${cfg.fanoutMessages} messages (after ${cfg.fanoutWarmup} warm-up); the upstream streams ${cfg.fanoutChunks} chunks`,
-      `${cfg.fanoutGapMs} ms apart, each stamped when written. Spread = last - first subscriber arrival per chunk; latency = arrival -`,
-      'upstream write; all subscribers on the benchmark\'s one thread. "A → Redis → B": the actor on Troupe A, where the messages are',
-      'posted, the subscribers on B (one PostgreSQL, one Redis); CPU is A + B. Times in ms.',
-    ].join(' '), '', markdownTable(
+    out.push(`### (b) Chunk fan-out to ${cfg.fanoutSubscribers} subscribers of one conversation`, '', `${cfg.fanoutMessages} messages ` +
+      `(after ${cfg.fanoutWarmup} warm-up) of ${cfg.fanoutChunks} chunks ${cfg.fanoutGapMs} ms apart; spread = last - first arrival per ` +
+      'chunk, latency = arrival - upstream write; A → Redis → B: posted on A, subscribers on B. Times in ms.', '', markdownTable(
       ['engine', 'subscribers', 'chunks (msgs × chunks)', 'spread p50', 'spread p99', 'latency p50', 'latency p99',
         'first-sub. latency p50 / p99', 'last-sub. latency p50 / p99', 'POST message p50 / p99', 'missing',
         'CPU % troupe (all) / upstream / bench'],
@@ -520,22 +486,13 @@ function conversationsMarkdown(runs: readonly EngineRun[], head: string, tail: s
         `${pct(troupeCpu(r.cpu))} / ${pct(r.cpu.children.upstream)} / ${pct(r.cpu.bench)}`,
       ]),
     ), '');
-    for (const { engine, fanoutCrossProcess: x } of runs) {
-      if (!x) continue;
-      const { actorProcessId: actor, aProcessId: a, bProcessId: b, onA } = x.placement;
-      const where = onA === null ? 'not verified (no processId in the logs or in Redis)' : 'on A, as intended';
-      out.push(`${engine} across processes: Redis' room cache puts the actor on ${actor ?? '?'} (A ${a ?? '?'}, B ${b ?? '?'}): ${where}.`);
-    }
-    out.push('');
   }
   const rates = runs.flatMap((r) => r.perform);
   if (rates.length > 0) {
-    out.push('### (c) POST /perform vs the upstream alone', '', [
-      `Open loop, ${cfg.performDurationSec} s measured after ${cfg.performWarmupSec} s warm-up per rate, requests alternating between`,
-      'the paths (each at the offered rate): direct = the exact request Troupe sends the upstream for that perform, streamed; perform =',
-      `POST /perform. The reply is ${cfg.performTokens} chunks${cfg.performGapMs > 0 ? ` ${cfg.performGapMs} ms apart` : ' in one burst'}.`,
-      `Latency = request sent to last response byte, ms. Troupe LOG_LEVEL=${cfg.logLevel}${cfg.cpuProf ? ', under --cpu-prof' : ''}.`,
-    ].join(' '), '', markdownTable(
+    const gaps = cfg.performGapMs > 0 ? ` ${cfg.performGapMs} ms apart` : ' in one burst';
+    out.push('### (c) POST /perform vs the upstream alone', '', `Open loop, ${cfg.performDurationSec} s after ${cfg.performWarmupSec} s ` +
+      `warm-up per rate; direct = Troupe's upstream request replayed; reply ${cfg.performTokens} chunks${gaps}; latency to last byte, ` +
+      `ms; Troupe LOG_LEVEL=${cfg.logLevel}${cfg.cpuProf ? ', under --cpu-prof' : ''}.`, '', markdownTable(
       ['engine', 'offered req/s', 'achieved direct / perform', 'direct p50', 'direct p99', 'perform p50', 'perform p99', 'added p50',
         'added p99 (±noise)', `added p99 ≤ ${cfg.performGoalMs} ms`, 'errors direct / perform', 'gen. lag p99',
         'CPU % troupe / upstream / bench / other', 'Troupe CPU per perform (ms)', 'Troupe GC: total ms / longest pause ms', 'sustained'],
@@ -551,23 +508,15 @@ function conversationsMarkdown(runs: readonly EngineRun[], head: string, tail: s
       ]),
       'lrrrrrrrrlrrrrrl',
     ), '');
-    for (const { engine, perform, performMemory: m } of runs) {
-      const sustained = perform.filter((x) => x.sustained);
-      const [best, worst] = [sustained.at(-1), Math.max(...sustained.map((x) => x.added.p99))];
-      if (best) {
-        out.push(`${engine}: perform sustained up to ${best.rate} req/s offered (${best.perform.achievedRps.toFixed(0)} achieved) of the ` +
-          `rates tried; added p99 ${worst.toFixed(2)} ms at worst over the sustained rates: ` +
-          `${worst <= cfg.performGoalMs ? 'meets' : 'MISSES'} the ≤ ${cfg.performGoalMs} ms goal.`);
-      }
-      if (m) {
-        out.push(`${engine}: Troupe after a full GC: heap used ${mib(m.before.heapUsed)} MiB before the perform rates, ` +
-          `${mib(m.after.heapUsed)} MiB after; RSS ${mib(m.before.rss)} → ${mib(m.after.rss)} MiB (peak ${mib(m.after.peakRss)} MiB).`);
-      }
+    for (const { engine, performMemory: m } of runs) {
+      if (!m) continue;
+      out.push(`${engine}: Troupe after a full GC: heap used ${mib(m.before.heapUsed)} MiB before the perform rates, ` +
+        `${mib(m.after.heapUsed)} MiB after; RSS ${mib(m.before.rss)} → ${mib(m.after.rss)} MiB (peak ${mib(m.after.peakRss)} MiB).`);
     }
     out.push('');
   }
   out.push(...tail);
-  for (const r of runs) if (r.profile) out.push('', formatSrcProfile(r.profile, `${r.engine}, perform windows`));
+  for (const r of runs) if (r.profile) out.push('', r.profile);
   return out.join('\n');
 }
 
@@ -589,10 +538,8 @@ runBench('bench:conversations', cfg.maxRunSec * 1000, async ({ started, stamp, l
     await upstream.stop(5_000);
   }
   const elapsedSec = (Date.now() - started) / 1000;
-  const context = {
-    ...machine(), totalMemMiB: Math.round(totalmem() / MIB), uwsNode: uwsNote, benchFdLimit: proc.fileLimits('self')?.soft ?? null,
-    ephemeralPorts: proc.ephemeralPortCount(), git, elapsedSec,
-  };
+  const context = { ...machine(), totalMemMiB: Math.round(totalmem() / MIB), uwsNode: uwsNote,
+    benchFdLimit: proc.fileLimits('self')?.soft ?? null, ephemeralPorts: proc.ephemeralPortCount(), git, elapsedSec };
   const changes = git.dirtySrc.length > 0 ? ` with uncommitted changes in ${git.dirtySrc.join(', ')}` : '';
   const markdown = conversationsMarkdown(runs, `Machine: ${context.cpus} CPUs (${context.cpuModel}), ${context.totalMemMiB} MiB; ` +
     `Node ${process.version}; Troupe ${git.head}${changes}. Everything (clients, upstream, Troupe) on this machine, 127.0.0.1.`, [
