@@ -1,8 +1,8 @@
 /**
- * A child of bench:conversations (idle.ts) holding many idle conversation WebSockets outside the
- * benchmark process. One JSON command per stdin line, one JSON answer per stdout line: `connect`
- * (count sockets, socket i joins conversations[(offset + i) % n], open once `ready` arrived),
- * `stats` (after a full GC), `reset` (message counters), `close`. Exits when stdin closes.
+ * A child of bench:conversations holding idle conversation WebSockets outside the benchmark process.
+ * One JSON command per stdin line, one JSON answer per stdout line, in turn: `connect` (count sockets,
+ * socket i joins conversations[(offset + i) % n], open once `ready` arrived), `close` (all sockets) or
+ * `stats` (after a full GC). Exits, closing every socket, when stdin closes.
  */
 import { performance } from 'node:perf_hooks';
 import { createInterface } from 'node:readline';
@@ -10,95 +10,62 @@ import type { WebSocket } from 'ws';
 import { fileLimits } from '../support/proc.ts';
 import { openReadySocket, wsUrl } from '../support/sockets.ts';
 
-interface ConnectCommand {
-  op: 'connect';
-  base: string;
-  token: string;
-  conversations: string[];
-  count: number;
-  offset: number;
-  concurrency: number;
-  timeoutMs: number;
-  localAddress?: string;
-}
+type Command = { op: 'connect' | 'close' | 'stats'; base: string; token: string; conversations: string[]; count: number; offset: number;
+  concurrency: number; timeoutMs: number; localAddress?: string };
 
 const sockets = new Set<WebSocket>();
-const counts = { unexpectedCloses: 0, messages: 0, doneChunks: 0 };
-const closeCodes: Record<string, number> = {};
-let closing = false;
-const reply = (answer: Record<string, unknown>): void => void process.stdout.write(`${JSON.stringify(answer)}\n`);
-const fdLimit = () => fileLimits('self')?.soft ?? null;
+const counts = { unexpectedCloses: 0, doneChunks: 0 };
 
-async function connect(cmd: ConnectCommand): Promise<void> {
-  const started = performance.now();
-  const errors: Record<string, number> = {};
-  const samples: Record<string, string> = {};
-  let ok = 0;
-  let next = 0;
+async function connect(cmd: Command) {
+  const [started, errors] = [performance.now(), {} as Record<string, number>];
+  let [ok, next] = [0, 0];
   const onMessage = (data: Buffer) => {
-    counts.messages++;
-    // Cheap: the done chunk is the only one with "done":true.
+    // Cheap: the done chunk is the only message with "done":true.
     if (data.includes('"done":true')) counts.doneChunks++;
   };
   const worker = async () => {
     for (let i = next++; i < cmd.count; i = next++) {
       const url = wsUrl(cmd.base, cmd.conversations[(cmd.offset + i) % cmd.conversations.length] ?? '', cmd.token);
       try {
-        const ws = await openReadySocket(url, { timeoutMs: cmd.timeoutMs, localAddress: cmd.localAddress, onMessage, onClose: (code) => {
-          if (!sockets.delete(ws) || closing) return;
-          counts.unexpectedCloses++;
-          closeCodes[code] = (closeCodes[code] ?? 0) + 1;
+        const ws = await openReadySocket(url, { timeoutMs: cmd.timeoutMs, localAddress: cmd.localAddress, onMessage, onClose: () => {
+          if (sockets.delete(ws)) counts.unexpectedCloses++;
         } });
         sockets.add(ws);
         ok++;
       } catch (err) {
         const kind = (err as { kind?: string }).kind ?? 'error';
         errors[kind] = (errors[kind] ?? 0) + 1;
-        samples[kind] ??= (err as Error).message.slice(0, 300);
       }
     }
   };
   await Promise.all(Array.from({ length: Math.max(1, Math.min(cmd.concurrency, cmd.count)) }, worker));
-  reply({ op: 'connect', ok, failed: cmd.count - ok, errors, samples, ms: performance.now() - started, open: sockets.size });
+  return { ok, errors, ms: performance.now() - started };
 }
 
-function stats(): void {
+/** Closed on purpose: out of the set first, so they do not count as unexpected closes. */
+function closeAll() {
+  const open = [...sockets];
+  sockets.clear();
+  for (const ws of open) ws.terminate();
+  return {};
+}
+
+function stats() {
   const gc = (globalThis as { gc?: () => void }).gc;
   gc?.();
   gc?.();
-  const { rss, heapUsed, external } = process.memoryUsage();
-  reply({ op: 'stats', open: sockets.size, ...counts, closeCodes, rss, heapUsed, external, fdLimit: fdLimit(), gc: gc !== undefined });
-}
-
-async function closeAll(): Promise<void> {
-  closing = true;
-  const n = sockets.size;
-  for (const ws of sockets) ws.terminate();
-  sockets.clear();
-  await new Promise((resolve) => setImmediate(resolve));
-  closing = false;
-  reply({ op: 'close', closed: n });
+  const { rss, heapUsed } = process.memoryUsage();
+  return { open: sockets.size, ...counts, rss, heapUsed, fdLimit: fileLimits('self')?.soft ?? null };
 }
 
 let queue: Promise<void> = Promise.resolve();
 const lines = createInterface({ input: process.stdin });
 lines.on('line', (line) => {
-  if (!line.trim()) return;
-  const cmd = JSON.parse(line) as ConnectCommand | { op: 'stats' | 'reset' | 'close' };
-  // One command at a time, in order.
+  const cmd = JSON.parse(line) as Command;
+  const reply = (body: object) => void process.stdout.write(`${JSON.stringify({ op: cmd.op, ...body })}\n`);
   queue = queue
-    .then(async () => {
-      if (cmd.op === 'connect') return connect(cmd);
-      if (cmd.op === 'stats') return stats();
-      if (cmd.op === 'close') return closeAll();
-      counts.messages = counts.doneChunks = 0;
-      reply({ op: 'reset' });
-    })
+    .then(async () => reply(cmd.op === 'connect' ? await connect(cmd) : cmd.op === 'close' ? closeAll() : stats()))
     .catch((err: unknown) => reply({ op: 'error', message: String((err as Error)?.stack ?? err) }));
 });
-lines.on('close', () => {
-  closing = true;
-  for (const ws of sockets) ws.terminate();
-  process.exit(0);
-});
-reply({ op: 'hello', pid: process.pid, fdLimit: fdLimit() });
+// The sockets close with the process.
+lines.on('close', () => process.exit(0));
