@@ -7,20 +7,15 @@ import { performance } from 'node:perf_hooks';
 
 /** /proc counts CPU in USER_HZ ticks, which is 100 on Linux. */
 const HZ = 100;
-const read = (path: string): string | null => {
+function attempt<T>(read: () => T): T | null {
   try {
-    return readFileSync(path, 'utf8');
+    return read();
   } catch {
     return null;
   }
-};
-const list = (path: string): string[] | null => {
-  try {
-    return readdirSync(path);
-  } catch {
-    return null;
-  }
-};
+}
+const read = (path: string): string | null => attempt(() => readFileSync(path, 'utf8'));
+const list = (path: string): string[] | null => attempt(() => readdirSync(path));
 
 /** utime + stime of one process, in seconds. */
 export function processCpuSeconds(pid: number): number | null {
@@ -38,27 +33,21 @@ function systemBusySeconds(): number | null {
   return label === 'cpu' && Number.isFinite(busy) ? busy / HZ : null;
 }
 
-/** CPU use over one window, in % of one core (200% = both cores of a 2-core machine). */
-export interface CpuWindow {
-  children: Record<string, number | null>;
-  /** This process: the load generator. */
-  bench: number;
-  /** Event-loop utilisation of this process, 0..1: near 1 means the generator itself is saturated. */
-  benchEventLoop: number;
-  /** Everything else on the machine, kernel loopback work included. */
-  other: number | null;
-  machine: number | null;
-}
-
+/**
+ * CPU use over one window, in % of one core (200% = both cores of a 2-core machine). bench: this
+ * process, the load generator; benchEventLoop: its event-loop utilisation, 0..1 (near 1: the
+ * generator itself is saturated); other: the rest of the machine, kernel loopback work included.
+ */
+export type CpuWindow = {
+  children: Record<string, number | null>; bench: number; benchEventLoop: number; other: number | null; machine: number | null;
+};
 export type WatchedProcess = { name: string; pid: number };
 export const NO_CPU: CpuWindow = { children: {}, bench: 0, benchEventLoop: 0, other: null, machine: null };
 
 export function startCpuWindow(watched: readonly WatchedProcess[]): () => CpuWindow {
   const t0 = performance.now();
   const child0 = watched.map((w) => processCpuSeconds(w.pid));
-  const self0 = process.cpuUsage();
-  const elu0 = performance.eventLoopUtilization();
-  const sys0 = systemBusySeconds();
+  const [self0, elu0, sys0] = [process.cpuUsage(), performance.eventLoopUtilization(), systemBusySeconds()];
   return () => {
     const pct = (seconds: number) => (100 * seconds * 1000) / (performance.now() - t0);
     const children: Record<string, number | null> = {};
@@ -79,10 +68,7 @@ export function startCpuWindow(watched: readonly WatchedProcess[]): () => CpuWin
   };
 }
 
-/**
- * On a shared machine: waits (at most `maxWaitSec`) until the rest of the machine uses less than
- * `thresholdPercent` of a core over one second, so a phase does not start in someone else's burst.
- */
+/** Waits (at most `maxWaitSec`) until the rest of the machine uses < `thresholdPercent` of a core over 1 s: no phase starts in another's burst. */
 export async function waitForQuiet(maxWaitSec: number, thresholdPercent: number, watched: readonly WatchedProcess[]) {
   const t0 = performance.now();
   for (;;) {
@@ -121,15 +107,14 @@ export function fileLimits(pid: number | 'self'): { soft: number; hard: number }
 }
 
 export const openFileCount = (pid: number): number | null => list(`/proc/${pid}/fd`)?.length ?? null;
+/** The largest file-descriptor limit a process may set (fs.nr_open). */
+export const maxFileLimit = (): number | null => Number(read('/proc/sys/fs/nr_open')?.trim()) || null;
 
 /** Connections per source address to one server port (net.ipv4.ip_local_port_range). */
 export function ephemeralPortCount(): number | null {
   const [low, high] = (read('/proc/sys/net/ipv4/ip_local_port_range') ?? '').trim().split(/\s+/).map(Number);
   return Number.isInteger(low) && Number.isInteger(high) ? (high ?? 0) - (low ?? 0) + 1 : null;
 }
-
-/** The largest file-descriptor limit a process may set (fs.nr_open). */
-export const maxFileLimit = (): number | null => Number(read('/proc/sys/fs/nr_open')?.trim()) || null;
 
 /** Whether this process may raise hard limits (CAP_SYS_RESOURCE; root alone is not enough in containers). */
 export function canRaiseHardLimits(): boolean {

@@ -7,13 +7,8 @@ import { readFile, readdir } from 'node:fs/promises';
 import { join } from 'node:path';
 
 type CallFrame = { functionName: string; url: string; lineNumber: number };
-interface CpuProfile {
-  nodes: { id: number; callFrame: CallFrame; children?: number[] }[];
-  startTime: number;
-  samples?: number[];
-  timeDeltas?: number[];
-}
-export type FrameShare = { frame: string; samples: number; percent: number };
+type CpuProfile = { nodes: { id: number; callFrame: CallFrame; children?: number[] }[]; startTime: number; samples?: number[]; timeDeltas?: number[] };
+type FrameShare = { frame: string; samples: number; percent: number };
 export type SrcProfile = Awaited<ReturnType<typeof summarizeSrcProfile>>;
 
 /** The newest main-thread profile: `CPU.<date>.<time>.<pid>.<thread>.<seq>.cpuprofile`, thread 0. */
@@ -25,10 +20,7 @@ export async function newestProfile(dir: string): Promise<string | null> {
 
 const META = new Set(['(root)', '(program)', '(idle)', '(garbage collector)']);
 const shortUrl = (url: string) => url.replace(`file://${process.cwd()}/`, '');
-const frameKey = (f: CallFrame) => {
-  const name = f.functionName || '(anonymous)';
-  return f.url ? `${name} ${shortUrl(f.url)}:${f.lineNumber + 1}` : name;
-};
+const frameKey = (f: CallFrame) => (f.url ? `${f.functionName || '(anonymous)'} ${shortUrl(f.url)}:${f.lineNumber + 1}` : f.functionName || '(anonymous)');
 /** By package (node_modules/<pkg>), project file, or node internal module. */
 const moduleKey = (f: CallFrame) => {
   const pkg = /node_modules\/((?:@[^/]+\/)?[^/]+)/.exec(f.url)?.[1];
@@ -36,7 +28,7 @@ const moduleKey = (f: CallFrame) => {
 };
 
 /** `window` in CLOCK_MONOTONIC µs (the profile's clock); the whole profile if no sample falls in it. */
-export async function summarizeSrcProfile(file: string, window: { start: number; end: number } | null, top = 12) {
+export async function summarizeSrcProfile(file: string, window: { start: number; end: number } | null) {
   const profile = JSON.parse(await readFile(file, 'utf8')) as CpuProfile;
   const byId = new Map(profile.nodes.map((n) => [n.id, n]));
   const parent = new Map<number, number>();
@@ -66,7 +58,7 @@ export async function summarizeSrcProfile(file: string, window: { start: number;
   }
   const busy = Math.max(1, chosen.length - (self.get('(idle)') ?? 0));
   const ranked = (map: Map<string, number>, keep: (frame: string) => boolean): FrameShare[] =>
-    [...map.entries()].filter(([f]) => keep(f)).sort((a, b) => b[1] - a[1]).slice(0, top)
+    [...map.entries()].filter(([f]) => keep(f)).sort((a, b) => b[1] - a[1]).slice(0, 12)
       .map(([frame, samples]) => ({ frame, samples, percent: (100 * samples) / busy }));
   const isSrc = (f: string) => / src\//.test(f);
   const notIdle = (f: string) => f !== '(idle)';
@@ -77,8 +69,7 @@ export async function summarizeSrcProfile(file: string, window: { start: number;
 }
 
 export function formatSrcProfile(p: SrcProfile, label: string): string {
-  const row = (r: FrameShare) => `    ${r.percent.toFixed(1).padStart(5)}%  ${r.frame}`;
-  const section = (title: string, rows: FrameShare[]) => [`  ${title}:`, ...rows.map(row)];
+  const section = (title: string, rows: FrameShare[]) => [`  ${title}:`, ...rows.map((r) => `    ${r.percent.toFixed(1).padStart(5)}%  ${r.frame}`)];
   return [
     `CPU profile of Troupe (${label}): ${p.file}`,
     `  ${p.samples} samples in the measured windows, ${p.busySamples} busy (not idle); % of busy samples`,
