@@ -84,18 +84,23 @@ export function spawnTracked(options: SpawnOptions) {
     const timer = setTimeout(() => child.kill('SIGKILL'), graceMs);
     return exited.finally(() => clearTimeout(timer));
   };
-  const exitInfo = (): ExitInfo | null => state.exit;
-  return { name: options.name, child, pid: child.pid ?? -1, exited, exitInfo, tail: () => state.tail, output: () => state.all, stop };
+  const [tail, output, exitInfo] = [() => state.tail, () => state.all, (): ExitInfo | null => state.exit];
+  return { name: options.name, child, pid: child.pid ?? -1, exited, exitInfo, tail, output, stop };
+}
+
+/** `read()`, or null when it throws (a file that is gone, text that is not JSON). */
+export function attempt<T>(read: () => T): T | null {
+  try {
+    return read();
+  } catch {
+    return null;
+  }
 }
 
 /** A JSON object, or null for anything else. */
 export const parseJson = (line: string): Record<string, unknown> | null => {
-  try {
-    const value: unknown = JSON.parse(line);
-    return typeof value === 'object' && value !== null ? (value as Record<string, unknown>) : null;
-  } catch {
-    return null;
-  }
+  const value = attempt<unknown>(() => JSON.parse(line));
+  return typeof value === 'object' && value !== null ? (value as Record<string, unknown>) : null;
 };
 
 const failure = (tracked: Tracked, why: string) => {
@@ -123,7 +128,7 @@ export function launch(options: SpawnOptions & { readyMsg: string; readyTimeoutM
 }
 
 /** For a child that does not log its port (Troupe below LOG_LEVEL=info, Portkey): `port` chosen first, `healthPath` polled. */
-export async function launchPolled(options: SpawnOptions & { port: number; readyTimeoutMs: number; healthPath?: string }): Promise<Launched> {
+export async function launchPolled(options: SpawnOptions & { port: number; readyTimeoutMs: number; healthPath?: string }) {
   const tracked = spawnTracked(options);
   const url = `http://127.0.0.1:${options.port}${options.healthPath ?? '/healthz'}`;
   const deadline = Date.now() + options.readyTimeoutMs;
@@ -138,7 +143,7 @@ export async function launchPolled(options: SpawnOptions & { port: number; ready
   throw failure(tracked, tracked.exitInfo() ? 'exited before it answered' : `no 200 from ${url}`);
 }
 
-/** A port nobody listens on right now (the usual small race with other processes applies). */
+/** A port nobody listens on right now (others may take it before it is used). */
 export async function freePort(): Promise<number> {
   const server = createServer();
   await new Promise<void>((resolve, reject) => server.once('error', reject).listen(0, '127.0.0.1', resolve));
@@ -185,7 +190,5 @@ export async function gitState(): Promise<{ head: string; dirtySrc: string[] }> 
   return { head, dirtySrc: status.split('\n').map((l) => l.slice(3).trim()).filter(Boolean) };
 }
 
-export function machine(): { node: string; cpus: number; cpuModel: string } {
-  const list = cpus();
-  return { node: process.version, cpus: list.length, cpuModel: list[0]?.model ?? 'unknown' };
-}
+export const machine = (): { node: string; cpus: number; cpuModel: string } =>
+  ({ node: process.version, cpus: cpus().length, cpuModel: cpus()[0]?.model ?? 'unknown' });

@@ -86,7 +86,8 @@ function send(target: HttpTarget, agent: Agent | undefined, timeoutMs: number, d
 }
 
 /** One request with its body, for pre-flight checks. */
-export function requestOnce(target: HttpTarget, timeoutMs = 15_000): Promise<{ failure: string | null; detail: string; body: Buffer; ms: number }> {
+type Once = { failure: string | null; detail: string; body: Buffer; ms: number };
+export function requestOnce(target: HttpTarget, timeoutMs = 15_000): Promise<Once> {
   const start = performance.now();
   return new Promise((resolve) => send(target, undefined, timeoutMs, (failure, detail, _first, body) => {
     resolve({ failure, detail, body, ms: performance.now() - start });
@@ -165,7 +166,8 @@ export async function runLoad(targets: readonly HttpTarget[], options: LoadOptio
   if (pending > 0) await finished.promise;
   options.onWindow?.('end');
   runs.forEach((run, i) => {
-    Object.assign(run, { achievedRps: (doneInWindow[i] ?? 0) / options.durationSec, cpu, monotonicUs: { start: window.start, end: monotonicEnd } });
+    const achievedRps = (doneInWindow[i] ?? 0) / options.durationSec;
+    Object.assign(run, { achievedRps, cpu, monotonicUs: { start: window.start, end: monotonicEnd } });
   });
   for (const agent of agents) agent.destroy();
   return runs;
@@ -178,8 +180,8 @@ export function saturate(options: { url: string; connections: number; durationSe
     const instance = autocannon({ ...options, duration: options.durationSec, timeout: 10 }, (err: unknown, r) => {
       clearTimeout(stopTimer);
       if (err) return reject(err instanceof Error ? err : new Error(String(err)));
-      const failures = r.non2xx + r.errors + r.timeouts;
-      resolve({ requestsPerSec: r.requests.average, latencyMs: { p50: r.latency.p50, p99: r.latency.p99 }, totalRequests: r.requests.total, failures });
+      const [latencyMs, failures] = [{ p50: r.latency.p50, p99: r.latency.p99 }, r.non2xx + r.errors + r.timeouts];
+      resolve({ requestsPerSec: r.requests.average, latencyMs, totalRequests: r.requests.total, failures });
     });
     const stopTimer = setTimeout(() => instance.stop(), (options.durationSec + 10) * 1000);
   });
@@ -202,11 +204,12 @@ export async function performTargets(troupe: Troupe, characterId: string, line: 
   const sent = Buffer.from(await res.arrayBuffer());
   if (res.status !== 200) throw new Error(`upstream ${LAST_BODY_PATH}: ${res.status} ${sent.toString('utf8').slice(0, 200)}`);
   const headers = { authorization: 'Bearer sk-direct-unused', 'content-type': 'application/json', accept: 'text/event-stream' };
-  const direct: HttpTarget = { label: 'direct', port: upstreamPort, method: 'POST', path: '/v1/chat/completions', body: sent, stream: true, headers };
+  const path = '/v1/chat/completions';
+  const direct: HttpTarget = { label: 'direct', port: upstreamPort, method: 'POST', path, body: sent, stream: true, headers };
   const directFirst = await requestOnce({ ...direct, check: () => null });
   if (directFirst.failure !== null) throw new Error(`direct pre-flight: ${directFirst.failure}: ${directFirst.detail}`);
   const length = directFirst.body.byteLength;
-  direct.check = (body) =>
-    body.byteLength === length ? null : `${body.byteLength} bytes (expected ${length}) ending ${JSON.stringify(body.subarray(-40).toString('utf8'))}`;
+  const ending = (body: Buffer) => JSON.stringify(body.subarray(-40).toString('utf8'));
+  direct.check = (body) => (body.byteLength === length ? null : `${body.byteLength} bytes (expected ${length}) ending ${ending(body)}`);
   return { perform, direct, preflight: { directMs: directFirst.ms, performMs: first.ms, upstreamRequestBytes: sent.byteLength } };
 }

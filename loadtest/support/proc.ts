@@ -4,16 +4,10 @@
  */
 import { readdirSync, readFileSync } from 'node:fs';
 import { performance } from 'node:perf_hooks';
+import { attempt } from './children.ts';
 
 /** /proc counts CPU in USER_HZ ticks, which is 100 on Linux. */
 const HZ = 100;
-function attempt<T>(read: () => T): T | null {
-  try {
-    return read();
-  } catch {
-    return null;
-  }
-}
 const read = (path: string): string | null => attempt(() => readFileSync(path, 'utf8'));
 const list = (path: string): string[] | null => attempt(() => readdirSync(path));
 
@@ -68,7 +62,7 @@ export function startCpuWindow(watched: readonly WatchedProcess[]): () => CpuWin
   };
 }
 
-/** Waits (at most `maxWaitSec`) until the rest of the machine uses < `thresholdPercent` of a core over 1 s: no phase starts in another's burst. */
+/** Waits (at most `maxWaitSec`) until the rest of the machine uses < `thresholdPercent` of a core over 1 s: no phase in another's burst. */
 export async function waitForQuiet(maxWaitSec: number, thresholdPercent: number, watched: readonly WatchedProcess[]) {
   const t0 = performance.now();
   for (;;) {

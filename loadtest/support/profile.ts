@@ -7,7 +7,7 @@ import { readFile, readdir } from 'node:fs/promises';
 import { join } from 'node:path';
 
 type CallFrame = { functionName: string; url: string; lineNumber: number };
-type CpuProfile = { nodes: { id: number; callFrame: CallFrame; children?: number[] }[]; startTime: number; samples?: number[]; timeDeltas?: number[] };
+type CpuProfile = { nodes: { id: number; callFrame: CallFrame; children?: number[] }[]; startTime: number; samples?: number[] };
 type FrameShare = { frame: string; samples: number; percent: number };
 export type SrcProfile = Awaited<ReturnType<typeof summarizeSrcProfile>>;
 
@@ -20,7 +20,8 @@ export async function newestProfile(dir: string): Promise<string | null> {
 
 const META = new Set(['(root)', '(program)', '(idle)', '(garbage collector)']);
 const shortUrl = (url: string) => url.replace(`file://${process.cwd()}/`, '');
-const frameKey = (f: CallFrame) => (f.url ? `${f.functionName || '(anonymous)'} ${shortUrl(f.url)}:${f.lineNumber + 1}` : f.functionName || '(anonymous)');
+const frameKey = (f: CallFrame) =>
+  (f.url ? `${f.functionName || '(anonymous)'} ${shortUrl(f.url)}:${f.lineNumber + 1}` : f.functionName || '(anonymous)');
 /** By package (node_modules/<pkg>), project file, or node internal module. */
 const moduleKey = (f: CallFrame) => {
   const pkg = /node_modules\/((?:@[^/]+\/)?[^/]+)/.exec(f.url)?.[1];
@@ -29,7 +30,7 @@ const moduleKey = (f: CallFrame) => {
 
 /** `window` in CLOCK_MONOTONIC µs (the profile's clock); the whole profile if no sample falls in it. */
 export async function summarizeSrcProfile(file: string, window: { start: number; end: number } | null) {
-  const profile = JSON.parse(await readFile(file, 'utf8')) as CpuProfile;
+  const profile = JSON.parse(await readFile(file, 'utf8')) as CpuProfile & { timeDeltas?: number[] };
   const byId = new Map(profile.nodes.map((n) => [n.id, n]));
   const parent = new Map<number, number>();
   for (const node of profile.nodes) for (const child of node.children ?? []) parent.set(child, node.id);
@@ -69,7 +70,8 @@ export async function summarizeSrcProfile(file: string, window: { start: number;
 }
 
 export function formatSrcProfile(p: SrcProfile, label: string): string {
-  const section = (title: string, rows: FrameShare[]) => [`  ${title}:`, ...rows.map((r) => `    ${r.percent.toFixed(1).padStart(5)}%  ${r.frame}`)];
+  const row = (r: FrameShare) => `    ${r.percent.toFixed(1).padStart(5)}%  ${r.frame}`;
+  const section = (title: string, rows: FrameShare[]) => [`  ${title}:`, ...rows.map(row)];
   return [
     `CPU profile of Troupe (${label}): ${p.file}`,
     `  ${p.samples} samples in the measured windows, ${p.busySamples} busy (not idle); % of busy samples`,

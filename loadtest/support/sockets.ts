@@ -5,7 +5,9 @@ import { WebSocket } from 'ws';
 export const wsUrl = (base: string, conversationId: string, token: string | null): string =>
   `${base.replace(/^http/, 'ws')}/conversations/${conversationId}/ws?token=${encodeURIComponent(token ?? '')}`;
 
-type SocketOptions = { timeoutMs: number; localAddress?: string; onMessage?: (data: Buffer, atMicros: number) => void; onClose?: (code: number) => void };
+type SocketOptions = {
+  timeoutMs: number; localAddress?: string; onMessage?: (data: Buffer, atMicros: number) => void; onClose?: (code: number) => void;
+};
 
 /**
  * Resolves once the socket's first message, `ready`, arrived; then every message goes to onMessage with its

@@ -48,9 +48,10 @@ export async function startTroupe(options: TroupeOptions): Promise<Troupe> {
   const { upstream, probe, settings } = options;
   const env: Record<string, string> = {
     PORT: String(port), HOST: '127.0.0.1', LOG_LEVEL: logLevel, ...(options.engine ? { HTTP_ENGINE: options.engine } : {}),
-    ...(settings?.DATABASE_URL || settings?.TROUPE_DATA_DIR ? {} : { TROUPE_DATA_DIR: 'memory://' }), ...(key ? { TROUPE_BOOTSTRAP_KEY: key } : {}),
+    ...(settings?.DATABASE_URL || settings?.TROUPE_DATA_DIR ? {} : { TROUPE_DATA_DIR: 'memory://' }),
+    ...(key ? { TROUPE_BOOTSTRAP_KEY: key } : {}), ...(probeFile ? { BENCH_PROBE_FILE: probeFile } : {}),
     ...(upstream ? { INFERENCE_BASE_URL: upstream.url, INFERENCE_MODEL: upstream.model, INFERENCE_MAX_RETRIES: '0' } : {}),
-    ...(probeFile ? { BENCH_PROBE_FILE: probeFile } : {}), ...(probe?.loopResolutionMs ? { BENCH_LOOP_RESOLUTION_MS: String(probe.loopResolutionMs) } : {}),
+    ...(probe?.loopResolutionMs ? { BENCH_LOOP_RESOLUTION_MS: String(probe.loopResolutionMs) } : {}),
     ...settings,
   };
   // Troupe's variables are checked against src/config.ts, so a misspelt one fails here.
@@ -129,8 +130,9 @@ export async function callJson<T = unknown>(api: Api, method: string, path: stri
   return (text ? JSON.parse(text) : null) as T;
 }
 
+const DESCRIPTION = 'A gruff harbour master who hates pirates, used by the load tests.';
 /** `description` '' sends none. */
-export async function createCharacter(api: Api, name = 'Bench', description = 'A gruff harbour master who hates pirates, used by the load tests.') {
+export async function createCharacter(api: Api, name = 'Bench', description = DESCRIPTION): Promise<string> {
   const created = await callJson<{ id?: unknown }>(api, 'POST', '/characters', { name, ...(description ? { description } : {}) }, 201);
   if (typeof created.id !== 'string') throw new Error('POST /characters returned no id');
   return created.id;
@@ -149,15 +151,17 @@ export async function uwsEngineNode(wanted: boolean, log: Log): Promise<{ path: 
   let candidate = process.env.UWS_NODE?.trim() ?? '';
   try {
     if (!candidate) {
-      const { stdout } = await execFileAsync('bash', [join(ROOT, '.ci', 'uws-node.sh')], { cwd: ROOT, timeout: 10 * 60_000, maxBuffer: 1 << 20 });
+      const script = join(ROOT, '.ci', 'uws-node.sh');
+      const { stdout } = await execFileAsync('bash', [script], { cwd: ROOT, timeout: 10 * 60_000, maxBuffer: 1 << 20 });
       candidate = stdout.trim().split('\n').at(-1)?.trim() ?? '';
     }
     await execFileAsync(candidate, ['--input-type=commonjs', '-e', 'require("uWebSockets.js")'], { cwd: ROOT, timeout: 30_000 });
   } catch (err) {
     const e = err as Error & { stderr?: string; killed?: boolean };
     // The last "Error:" line is the root cause (typically "version `GLIBC_2.38' not found").
-    const cause = e.killed ? 'timed out' : (e.stderr?.split('\n').filter((l) => /Error: |ERROR/.test(l)).at(-1) ?? e.message.split('\n')[0] ?? '?');
-    const note = candidate ? `${candidate} (from ${source}) cannot load uWebSockets.js: ${cause.slice(0, 300)}` : `.ci/uws-node.sh failed: ${cause.slice(0, 300)}`;
+    const cause = (e.stderr?.split('\n').filter((l) => /Error: |ERROR/.test(l)).at(-1) ?? e.message.split('\n')[0] ?? '?').slice(0, 300);
+    const why = e.killed ? 'timed out' : cause;
+    const note = candidate ? `${candidate} (from ${source}) cannot load uWebSockets.js: ${why}` : `.ci/uws-node.sh failed: ${why}`;
     log(`no uWS-capable node, uws skipped: ${note}`);
     return { path: null, note };
   }

@@ -1,13 +1,9 @@
 /**
- * The benchmarks' small servers, each run as `node upstream.ts <kind>` so its work stays off the load generator's loop:
- *   upstream       the one fake OpenAI-compatible upstream. Chat replies, by the last user message: STAMP_PREFIX
- *                  gets a stream whose chunks read ` <i>@<µs>` (CLOCK_MONOTONIC µs when written); with
- *                  BENCH_REPLY=echo, `Re: <message>` then words; else a fixed reply of BENCH_REPLY_TOKENS (40) words.
- *                  Streams write the first frame at once, the others BENCH_REPLY_GAP_MS (0: one tick) or, stamped,
- *                  BENCH_STAMP_GAP_MS (5) apart; BENCH_STAMP_TOKENS (40).
- *   pipe           the floor for one extra Node hop: pipes to BENCH_UPSTREAM_PORT on a keep-alive agent, bodies untouched.
- *   bare node|uws  the smallest server answering every GET with BENCH_BODY (the bench:http baseline).
- * Each prints `{"msg":"bench server listening","port":N,...}`.
+ * The benchmarks' small servers, each a `node upstream.ts <kind>` child so its work stays off the load generator's loop:
+ * upstream: the one fake OpenAI-compatible upstream. By the last user message, STAMP_PREFIX gets BENCH_STAMP_TOKENS (40)
+ * chunks ` <i>@<CLOCK_MONOTONIC µs when written>` BENCH_STAMP_GAP_MS (5) apart; else, with BENCH_REPLY=echo, `Re: <message>`
+ * then words, else a fixed reply: BENCH_REPLY_TOKENS (40) tokens BENCH_REPLY_GAP_MS (0: one tick) apart.
+ * pipe: the floor for one extra Node hop, to BENCH_UPSTREAM_PORT; bare node|uws: every GET answered with BENCH_BODY.
  */
 import { Agent, createServer, request, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -31,7 +27,8 @@ export const startUpstream = (settings: Record<string, string>): Promise<Launche
 const WORDS = ('Keep your voice down traveller the guards change at the bell and the east gate stays unwatched for as long as it ' +
   'takes to drink a mug of cider so be quick and bring me the lantern oil you promised').split(' ');
 const ECHO_WORDS = ['and', 'so', 'the', 'story', 'goes', 'on', 'for', 'a', 'while', 'longer'];
-const fixedReplyTokens = (tokens: number): string[] => Array.from({ length: tokens }, (_, i) => `${i === 0 ? '' : ' '}${WORDS[i % WORDS.length]}`);
+const fixedReplyTokens = (tokens: number): string[] =>
+  Array.from({ length: tokens }, (_, i) => `${i === 0 ? '' : ' '}${WORDS[i % WORDS.length]}`);
 
 /** The body Troupe's POST /perform answers for the fixed reply. */
 export const expectedPerformBody = (tokens: number): string =>
@@ -42,11 +39,12 @@ export const echoedMessage = (content: string): string | null => /^Re: (\S+)/.ex
 export const parseStamps = (text: string): { index: number; micros: number }[] =>
   [...text.matchAll(/(\d+)@(\d+)/g)].map((m) => ({ index: Number(m[1]), micros: Number(m[2]) }));
 
+/** The last user message's text, its content a string or text parts. */
 function lastUserText(messages: unknown): string {
-  const m = (Array.isArray(messages) ? (messages as ({ role?: unknown; content?: unknown } | null)[]) : []).findLast((x) => x?.role === 'user');
-  if (typeof m?.content === 'string') return m.content;
-  if (!Array.isArray(m?.content)) return '';
-  return (m.content as { text?: unknown }[]).map((p) => (typeof p?.text === 'string' ? p.text : '')).join('');
+  const list = Array.isArray(messages) ? (messages as ({ role?: unknown; content?: unknown } | null)[]) : [];
+  const content = list.findLast((x) => x?.role === 'user')?.content;
+  if (typeof content === 'string') return content;
+  return Array.isArray(content) ? (content as { text?: unknown }[]).map((p) => (typeof p?.text === 'string' ? p.text : '')).join('') : '';
 }
 
 const DONE_FRAME = 'data: [DONE]\n\n';
@@ -74,7 +72,11 @@ function sendJson(res: ServerResponse, status: number, text: string): void {
 /** An error in OpenAI's shape. */
 const sendError = (res: ServerResponse, status: number, message: string): void =>
   sendJson(res, status, JSON.stringify({ error: { message, type: 'invalid_request_error', param: null, code: null } }));
-const announce = (info: Record<string, unknown>) => process.stdout.write(`${JSON.stringify({ msg: READY_MSG, ...info })}\n`);
+function ready(info: Record<string, unknown>, stop: () => void): void {
+  process.on('SIGTERM', stop);
+  process.on('SIGINT', stop);
+  process.stdout.write(`${JSON.stringify({ msg: READY_MSG, ...info })}\n`);
+}
 
 /** Keep-alive outlasts any client pool's idle time (Troupe's node engine uses the same 65 s). */
 function listen(handler: (req: IncomingMessage, res: ServerResponse) => void, info: Record<string, unknown> = {}): void {
@@ -83,9 +85,7 @@ function listen(handler: (req: IncomingMessage, res: ServerResponse) => void, in
   server.headersTimeout = 66_000;
   server.listen(0, '127.0.0.1', () => {
     const stop = () => (server.closeAllConnections(), server.close(() => process.exit(0)));
-    process.on('SIGTERM', stop);
-    process.on('SIGINT', stop);
-    announce({ ...info, port: (server.address() as AddressInfo).port });
+    ready({ ...info, port: (server.address() as AddressInfo).port }, stop);
   });
 }
 
@@ -111,7 +111,9 @@ async function bare(engine: string): Promise<void> {
   if (engine !== 'uws') {
     const headers = { 'content-type': contentType, 'content-length': String(Buffer.byteLength(body)) };
     const reply = Buffer.from(body);
-    return listen((req, res) => void (req.method === 'GET' ? res.writeHead(200, headers).end(reply) : res.writeHead(405).end()), { engine });
+    const answer = (req: IncomingMessage, res: ServerResponse) =>
+      void (req.method === 'GET' ? res.writeHead(200, headers).end(reply) : res.writeHead(405).end());
+    return listen(answer, { engine });
   }
   const { default: uWS } = await import('uWebSockets.js');
   const app = uWS.App();
@@ -121,9 +123,7 @@ async function bare(engine: string): Promise<void> {
   app.listen('127.0.0.1', 0, (socket) => {
     if (!socket) throw new Error('bare uWS server could not listen on 127.0.0.1');
     const stop = () => (uWS.us_listen_socket_close(socket), app.close(), process.exit(0));
-    process.on('SIGTERM', stop);
-    process.on('SIGINT', stop);
-    announce({ engine, port: uWS.us_socket_local_port(socket) });
+    ready({ engine, port: uWS.us_socket_local_port(socket) }, stop);
   });
 }
 
@@ -133,8 +133,8 @@ function upstream(): void {
   const replyGapMs = envNumber('BENCH_REPLY_GAP_MS', 0, 0);
   const stampTokens = Math.max(1, envNumber('BENCH_STAMP_TOKENS', 40, 0));
   const stampGapMs = envNumber('BENCH_STAMP_GAP_MS', 5, 0);
-  const sse = { 'content-type': 'text/event-stream; charset=utf-8', 'cache-control': 'no-cache', connection: 'keep-alive' };
-  const models = JSON.stringify({ object: 'list', data: [{ id: BENCH_MODEL, object: 'model', created: 1_700_000_000, owned_by: 'troupe-bench' }] });
+  const model = { id: BENCH_MODEL, object: 'model', created: 1_700_000_000, owned_by: 'troupe-bench' };
+  const models = JSON.stringify({ object: 'list', data: [model] });
   const framesByModel = new Map<string, Buffer[]>();
   let lastFixedBody: string | null = null;
   let stampedStreams = 0;
@@ -144,7 +144,7 @@ function upstream(): void {
     let timer: NodeJS.Timeout | null = null;
     res.on('close', () => ((gone = true), timer && clearTimeout(timer)));
     res.on('drain', () => waitingDrain && !gone && ((waitingDrain = false), step()));
-    res.writeHead(200, sse);
+    res.writeHead(200, { 'content-type': 'text/event-stream; charset=utf-8', 'cache-control': 'no-cache', connection: 'keep-alive' });
     const step = (): void => {
       timer = null;
       while (!gone) {
@@ -171,8 +171,8 @@ function upstream(): void {
       return pump(res, stampTokens, (i) => (i === 0 ? role : '') + stamped(i) + (i === stampTokens - 1 ? finish : ''), stampGapMs);
     }
     if (echo) {
-      const tokens = ['Re:', said, ...Array.from({ length: Math.max(0, replyTokens - 2) }, (_, i) => ECHO_WORDS[i % ECHO_WORDS.length] ?? '')]
-        .map((w, i) => (i === 0 ? w : ` ${w}`));
+      const words = Array.from({ length: Math.max(0, replyTokens - 2) }, (_, i) => ECHO_WORDS[i % ECHO_WORDS.length] ?? '');
+      const tokens = ['Re:', said, ...words].map((w, i) => (i === 0 ? w : ` ${w}`));
       if (!stream) return sendJson(res, 200, completionBody(model, tokens));
       // The finish chunk goes with [DONE], as a real stream's last frames do.
       const frames = replyFrames(model, tokens);
@@ -199,7 +199,7 @@ function upstream(): void {
     }
     req.resume();
     sendError(res, 404, `Invalid URL (${route})`);
-  }, { reply: echo ? 'echo' : 'fixed', replyTokens, replyGapMs, stampTokens, stampGapMs });
+  });
 }
 
 if (import.meta.main) {
