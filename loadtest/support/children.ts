@@ -14,7 +14,6 @@ export const execFileAsync = promisify(execFile);
 export const delay = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms).unref());
 export type Log = (line: string) => void;
 export const logger = (name: string): Log => (line) => void process.stderr.write(`[${name}] ${line}\n`);
-
 type ExitInfo = { code: number | null; signal: NodeJS.Signals | null };
 /** onSpawn: the pid as soon as the process exists; keepOutput: every line kept for output(). */
 type SpawnOptions = {
@@ -26,7 +25,6 @@ type Piped = ChildProcess & { [K in 'stdin' | 'stdout' | 'stderr']: NonNullable<
 export type Tracked = ReturnType<typeof spawnTracked>;
 /** A child that answers: its port and its parsed ready line (`{engine, ...}` for Troupe). */
 export type Launched = Tracked & { readonly port: number; readonly readyInfo: Readonly<Record<string, unknown>> };
-
 /** What a process needs to run at all: everything else a child gets is the benchmark's, never the developer's shell. */
 export function childEnv(settings: Record<string, string>): NodeJS.ProcessEnv {
   const env: NodeJS.ProcessEnv = {};
@@ -97,7 +95,6 @@ export function attempt<T>(read: () => T): T | null {
   }
 }
 
-/** A JSON object, or null for anything else. */
 export const parseJson = (line: string): Record<string, unknown> | null => {
   const value = attempt<unknown>(() => JSON.parse(line));
   return typeof value === 'object' && value !== null ? (value as Record<string, unknown>) : null;
@@ -143,7 +140,6 @@ export async function launchPolled(options: SpawnOptions & { port: number; ready
   throw failure(tracked, tracked.exitInfo() ? 'exited before it answered' : `no 200 from ${url}`);
 }
 
-/** A port nobody listens on right now (others may take it before it is used). */
 export async function freePort(): Promise<number> {
   const server = createServer();
   await new Promise<void>((resolve, reject) => server.once('error', reject).listen(0, '127.0.0.1', resolve));
@@ -158,9 +154,7 @@ export function withFileLimit(limit: number, command: string, args: readonly str
   return { command: 'bash', args: ['-c', script, command, ...args] };
 }
 
-/** `stamp` names the result files. */
 export type Run = { started: number; stamp: string; log: Log };
-
 /** Runs `main` on Node >= 24; after `budgetMs` kills every child and exits with 2; on failure exits with 1 and the stack. */
 export function runBench(name: string, budgetMs: number, main: (run: Run) => Promise<void>): void {
   const log = logger(name);

@@ -1,13 +1,9 @@
 /** The benchmarks' BENCH_* settings, with the same errors everywhere. */
 
-/** The trimmed value, or undefined when unset or blank. */
 export const envText = (name: string): string | undefined => process.env[name]?.trim() || undefined;
 export const envFlag = (name: string): boolean => ['1', 'true', 'yes'].includes(envText(name) ?? '');
-/** BENCH_DATABASE_URL: the PostgreSQL server temporary databases are made on. */
 export const envDatabaseUrl = (): string => envText('BENCH_DATABASE_URL') ?? 'postgres://postgres@127.0.0.1:5432/test';
-/** A database URL with its password masked, for reports. */
 export const redactUrl = (url: string): string => url.replace(/\/\/([^:@/]*):[^@/]*@/, '//$1:***@');
-
 /** A number >= `min` (an integer unless `integer` is false), or `fallback` when unset. */
 export function envNumber(name: string, fallback: number, min: number, integer = true): number {
   const raw = envText(name);
@@ -32,7 +28,6 @@ export function envRates(name: string, fallback: string): number[] {
   return [...new Set(rates)].sort((a, b) => a - b);
 }
 
-/** A pino level for Troupe's LOG_LEVEL. */
 export function envLogLevel(name: string, fallback: string): string {
   const value = envText(name) ?? fallback;
   const levels = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'];

@@ -17,11 +17,7 @@ export type HttpTarget = {
   stream?: boolean; check?: (body: Buffer) => string | null;
 };
 
-/**
- * ttfc, total: ms of successful measured requests in completion order, `scheduledAt` ms after the window opened;
- * lag: ms late they were handed to node:http; achievedRps: completions inside the window per second;
- * monotonicUs: the window in CLOCK_MONOTONIC µs (V8 profiles' clock).
- */
+/** ms in completion order; lag: how late requests went out; monotonicUs: the measured window on V8 profiles' clock. */
 export type TargetRun = ReturnType<typeof newRun> & { cpu: CpuWindow | null };
 const newRun = (label: string, rate: number) => ({
   label, rate, scheduled: 0, ok: 0, ttfc: [] as number[], total: [] as number[], scheduledAt: [] as number[], lag: [] as number[],
@@ -30,9 +26,7 @@ const newRun = (label: string, rate: number) => ({
 });
 
 export const monotonicUs = (): number => Number(process.hrtime.bigint() / 1000n);
-const CONTENT = Buffer.from('"content":"');
-const DONE = Buffer.from('data: [DONE]');
-
+const [CONTENT, DONE] = [Buffer.from('"content":"'), Buffer.from('data: [DONE]')];
 /** Whether `buf` holds a non-empty `"content":"` (the role chunk's content is empty). */
 function hasContent(buf: Buffer): boolean {
   for (let at = buf.indexOf(CONTENT); at !== -1; at = buf.indexOf(CONTENT, at + 1)) if (buf[at + CONTENT.length] !== 0x22) return true;
@@ -41,7 +35,6 @@ function hasContent(buf: Buffer): boolean {
 
 type Done = (failure: string | null, detail: string, first: number, body: Buffer) => void;
 const errorKind = (err: Error): string => (err as NodeJS.ErrnoException).code?.toLowerCase() ?? 'error';
-
 /** Fails on a non-2xx status, a socket error, the timeout, a reply (not) streamed against `stream`, a stream without [DONE], or `check`. */
 function send(target: HttpTarget, agent: Agent | undefined, timeoutMs: number, done: Done): void {
   let settled = false;
@@ -85,7 +78,6 @@ function send(target: HttpTarget, agent: Agent | undefined, timeoutMs: number, d
   req.end(target.body);
 }
 
-/** One request with its body, for pre-flight checks. */
 type Once = { failure: string | null; detail: string; body: Buffer; ms: number };
 export function requestOnce(target: HttpTarget, timeoutMs = 15_000): Promise<Once> {
   const start = performance.now();
@@ -95,20 +87,18 @@ export function requestOnce(target: HttpTarget, timeoutMs = 15_000): Promise<Onc
 }
 
 /**
- * rate: req/s to each target, warm-up requests not reported; watch: processes whose CPU use is recorded over the
- * measured window; onWindow: called when that window opens and when its last request has ended.
- * One keep-alive Agent per target: the least client CPU per request.
+ * rate: req/s to each target; watch: processes whose CPU use is recorded over the measured window; onWindow: called when
+ * that window opens and when its last request has ended. A keep-alive Agent per target: the least client CPU per request.
  */
-type LoadOptions = {
+export async function runLoad(targets: readonly HttpTarget[], options: {
   rate: number; warmupSec: number; durationSec: number; timeoutMs?: number; watch?: readonly WatchedProcess[];
   onWindow?: (edge: 'start' | 'end') => void;
-};
-
-export async function runLoad(targets: readonly HttpTarget[], options: LoadOptions): Promise<TargetRun[]> {
+}): Promise<TargetRun[]> {
   const n = targets.length;
-  const runs: TargetRun[] = targets.map((t) => ({ ...newRun(t.label, options.rate), cpu: null }));
-  const [inFlight, doneInWindow] = [targets.map(() => 0), targets.map(() => 0)];
-  const agents = targets.map(() => new Agent({ keepAlive: true, maxSockets: 4096, scheduling: 'lifo' }));
+  const slots = targets.map((target) => ({
+    target, run: { ...newRun(target.label, options.rate), cpu: null } as TargetRun, inFlight: 0, doneInWindow: 0,
+    agent: new Agent({ keepAlive: true, maxSockets: 4096, scheduling: 'lifo' }),
+  }));
   const interval = 1000 / (options.rate * n);
   const warmupCount = Math.round(options.rate * options.warmupSec) * n;
   const count = warmupCount + Math.round(options.rate * options.durationSec) * n;
@@ -119,9 +109,8 @@ export async function runLoad(targets: readonly HttpTarget[], options: LoadOptio
   let [pending, next] = [0, 0];
   const finished = Promise.withResolvers<void>();
   const fire = (index: number, scheduled: number) => {
-    const which = index % n;
-    const [target, run] = [targets[which], runs[which]];
-    if (!target || !run) return;
+    const slot = slots[index % n]!;
+    const run = slot.run;
     const measured = index >= warmupCount;
     if (index === warmupCount) {
       options.onWindow?.('start');
@@ -134,11 +123,11 @@ export async function runLoad(targets: readonly HttpTarget[], options: LoadOptio
       run.lag.push(start - scheduled);
     }
     pending++;
-    run.maxInFlight = Math.max(run.maxInFlight, ++inFlight[which]!);
-    send(target, agents[which], options.timeoutMs ?? 10_000, (failure, detail, first) => {
+    run.maxInFlight = Math.max(run.maxInFlight, ++slot.inFlight);
+    send(slot.target, slot.agent, options.timeoutMs ?? 10_000, (failure, detail, first) => {
       const end = performance.now();
-      inFlight[which]!--;
-      if (failure === null && end >= windowStart && end <= windowEnd) doneInWindow[which]!++;
+      slot.inFlight--;
+      if (failure === null && end >= windowStart && end <= windowEnd) slot.doneInWindow++;
       if (measured && failure === null) {
         run.ok++;
         run.ttfc.push(first - start);
@@ -165,12 +154,11 @@ export async function runLoad(targets: readonly HttpTarget[], options: LoadOptio
   const monotonicEnd = monotonicUs();
   if (pending > 0) await finished.promise;
   options.onWindow?.('end');
-  runs.forEach((run, i) => {
-    const achievedRps = (doneInWindow[i] ?? 0) / options.durationSec;
-    Object.assign(run, { achievedRps, cpu, monotonicUs: { start: window.start, end: monotonicEnd } });
-  });
-  for (const agent of agents) agent.destroy();
-  return runs;
+  for (const { run, doneInWindow, agent } of slots) {
+    Object.assign(run, { achievedRps: doneInWindow / options.durationSec, cpu, monotonicUs: { start: window.start, end: monotonicEnd } });
+    agent.destroy();
+  }
+  return slots.map((s) => s.run);
 }
 
 /** autocannon's closed loop (`connections` requests always in flight), bounded in time even if the target stalls. */

@@ -9,7 +9,6 @@ import { monitorEventLoopDelay, performance, PerformanceObserver } from 'node:pe
 import { getHeapStatistics } from 'node:v8';
 
 export type LoopReport = ReturnType<LoopMonitor['window']>;
-
 /** monitorEventLoopDelay over a window, plus the longest stalls (over 20 ms) with when they began, to pin a p99 on a phase. */
 export class LoopMonitor {
   readonly resolutionMs: number;

@@ -10,8 +10,6 @@ import { attempt } from './children.ts';
 const HZ = 100;
 const read = (path: string): string | null => attempt(() => readFileSync(path, 'utf8'));
 const list = (path: string): string[] | null => attempt(() => readdirSync(path));
-
-/** utime + stime of one process, in seconds. */
 export function processCpuSeconds(pid: number): number | null {
   const stat = read(`/proc/${pid}/stat`);
   // Fields after the parenthesised command name; utime and stime are fields 14 and 15.
@@ -93,7 +91,6 @@ export function processTree(pid: number): number[] {
   return all;
 }
 
-/** The "Max open files" limits of a process. */
 export function fileLimits(pid: number | 'self'): { soft: number; hard: number } | null {
   const m = /^Max open files\s+(\d+|unlimited)\s+(\d+|unlimited)/m.exec(read(`/proc/${pid}/limits`) ?? '');
   const value = (s: string) => (s === 'unlimited' ? Number.POSITIVE_INFINITY : Number(s));
@@ -103,7 +100,6 @@ export function fileLimits(pid: number | 'self'): { soft: number; hard: number }
 export const openFileCount = (pid: number): number | null => list(`/proc/${pid}/fd`)?.length ?? null;
 /** The largest file-descriptor limit a process may set (fs.nr_open). */
 export const maxFileLimit = (): number | null => Number(read('/proc/sys/fs/nr_open')?.trim()) || null;
-
 /** Connections per source address to one server port (net.ipv4.ip_local_port_range). */
 export function ephemeralPortCount(): number | null {
   const [low, high] = (read('/proc/sys/net/ipv4/ip_local_port_range') ?? '').trim().split(/\s+/).map(Number);

@@ -10,7 +10,6 @@ type CallFrame = { functionName: string; url: string; lineNumber: number };
 type CpuProfile = { nodes: { id: number; callFrame: CallFrame; children?: number[] }[]; startTime: number; samples?: number[] };
 type FrameShare = { frame: string; samples: number; percent: number };
 export type SrcProfile = Awaited<ReturnType<typeof summarizeSrcProfile>>;
-
 /** The newest main-thread profile: `CPU.<date>.<time>.<pid>.<thread>.<seq>.cpuprofile`, thread 0. */
 export async function newestProfile(dir: string): Promise<string | null> {
   const names = await readdir(dir).catch(() => [] as string[]);

@@ -4,8 +4,6 @@ import { join } from 'node:path';
 import { ROOT } from './children.ts';
 
 export const RESULTS_DIR = join(ROOT, 'loadtest', 'results');
-
-/** Writes `<name>-<stamp>.json` and `.md`; returns both paths. */
 export async function writeResults(name: string, stamp: string, json: unknown, markdown: string) {
   await mkdir(RESULTS_DIR, { recursive: true });
   const paths = { json: join(RESULTS_DIR, `${name}-${stamp}.json`), markdown: join(RESULTS_DIR, `${name}-${stamp}.md`) };
@@ -20,14 +18,12 @@ export function markdownTable(header: readonly string[], rows: readonly (readonl
   return [header, marks, ...rows].map((cells) => `| ${cells.join(' | ')} |`).join('\n');
 }
 
-/** A number with `digits` decimals; `fallback` when missing. */
 export const fixed = (value: number | null | undefined, digits = 2, fallback = '—'): string =>
   value === null || value === undefined || !Number.isFinite(value) ? fallback : value.toFixed(digits);
 export const ms = (value: number | null | undefined): string => fixed(value);
 export const sortedCopy = (values: readonly number[]): Float64Array => Float64Array.from(values).sort();
 /** JSON-safe rounding to microseconds (NaN becomes null). */
 export const round3 = (value: number): number | null => (Number.isFinite(value) ? Math.round(value * 1000) / 1000 : null);
-
 /** Nearest-rank percentile of an ascending array; NaN when empty. */
 export function percentile(sorted: ArrayLike<number>, p: number): number {
   if (sorted.length === 0) return Number.NaN;
@@ -46,7 +42,6 @@ export function summarize(values: readonly number[]): Summary {
 export const roundSummary = (s: Summary): Record<keyof Summary, number | null> =>
   Object.fromEntries(Object.entries(s).map(([k, v]) => [k, k === 'count' ? v : round3(v)])) as Record<keyof Summary, number | null>;
 
-/** The middle value (the mean of the two middle ones for an even count). */
 export function median(values: readonly number[]): number {
   const s = sortedCopy(values);
   const m = Math.floor(s.length / 2);

@@ -28,7 +28,6 @@ export type TroupeOptions = {
   key?: string | null; name?: string; cwd?: string; keepOutput?: boolean; onSpawn?: (pid: number) => void; readyTimeoutMs?: number;
 };
 
-/** `base`: http://127.0.0.1:<port> */
 type Api = { base: string; auth: string };
 /** probe(): SIGUSR2 to the probe: a full GC when exposed, memory figures, GC pauses and loop delay since the last call. */
 export type Troupe = Api & {
@@ -93,7 +92,6 @@ export async function startTroupe(options: TroupeOptions): Promise<Troupe> {
 }
 
 type Store = { env: Record<string, string>; dispose: () => Promise<void>; url?: string; dir?: string };
-
 /** An empty store (a temporary PostgreSQL database or PGlite folder): Troupe's setting for it and how to remove it. */
 export async function freshStore(backend: 'postgres' | 'pglite', databaseUrl: string): Promise<Store> {
   if (backend === 'postgres') {
@@ -120,7 +118,6 @@ export async function roomPlacement(redisUrl: string): Promise<Map<string, strin
   }
 }
 
-/** A JSON request to Troupe that must answer `expected`; its parsed body. */
 export async function callJson<T = unknown>(api: Api, method: string, path: string, body: unknown, expected: number): Promise<T> {
   const headers = { authorization: api.auth, 'content-type': 'application/json' };
   const json = body === undefined ? undefined : JSON.stringify(body);

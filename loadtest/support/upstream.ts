@@ -15,7 +15,6 @@ export const STAMP_PREFIX = '#stamp';
 /** Returns (and forgets) the raw body of the last fixed-reply chat request. */
 export const LAST_BODY_PATH = '/bench/last-fixed-body';
 const READY_MSG = 'bench server listening';
-
 /** Starts the server `kind` (upstream, pipe, bare node|uws) with these BENCH_* settings. */
 export function startServer(kind: string[], settings: Record<string, string> = {}, command = process.execPath): Promise<Launched> {
   const args = ['loadtest/support/upstream.ts', ...kind];
@@ -29,13 +28,10 @@ const WORDS = ('Keep your voice down traveller the guards change at the bell and
 const ECHO_WORDS = ['and', 'so', 'the', 'story', 'goes', 'on', 'for', 'a', 'while', 'longer'];
 const fixedReplyTokens = (tokens: number): string[] =>
   Array.from({ length: tokens }, (_, i) => `${i === 0 ? '' : ' '}${WORDS[i % WORDS.length]}`);
-
 /** The body Troupe's POST /perform answers for the fixed reply. */
 export const expectedPerformBody = (tokens: number): string =>
   JSON.stringify([{ type: 'text', content: fixedReplyTokens(tokens).join('').trim() }]);
-/** The message an echo reply answers, or null when it is not one. */
 export const echoedMessage = (content: string): string | null => /^Re: (\S+)/.exec(content)?.[1] ?? null;
-/** Every stamp in a piece of text (normally one per chunk). */
 export const parseStamps = (text: string): { index: number; micros: number }[] =>
   [...text.matchAll(/(\d+)@(\d+)/g)].map((m) => ({ index: Number(m[1]), micros: Number(m[2]) }));
 
@@ -48,12 +44,10 @@ function lastUserText(messages: unknown): string {
 }
 
 const DONE_FRAME = 'data: [DONE]\n\n';
-/** One SSE frame of a chat.completion.chunk with a single choice. */
 function chunkFrame(head: { id: string; created: number; model: string }, delta: Record<string, unknown>, finish: string | null): string {
   const choices = [{ index: 0, delta, logprobs: null, finish_reason: finish }];
   return `data: ${JSON.stringify({ ...head, object: 'chat.completion.chunk', system_fingerprint: 'fp_conv_bench', choices })}\n\n`;
 }
-/** Role chunk, one chunk per token, finish chunk, [DONE]. */
 function replyFrames(model: string, tokens: readonly string[]): string[] {
   const head = { id: 'chatcmpl-convbench-fixed', created: 1_700_000_000, model };
   const content = tokens.map((c) => chunkFrame(head, { content: c }, null));
@@ -65,13 +59,11 @@ const completionBody = (model: string, tokens: readonly string[]): string => JSO
   usage: { prompt_tokens: 50, completion_tokens: tokens.length, total_tokens: 50 + tokens.length },
 });
 
-function sendJson(res: ServerResponse, status: number, text: string): void {
-  res.writeHead(status, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(text) });
-  res.end(text);
-}
-/** An error in OpenAI's shape. */
+const sendJson = (res: ServerResponse, status: number, text: string): void =>
+  void res.writeHead(status, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(text) }).end(text);
 const sendError = (res: ServerResponse, status: number, message: string): void =>
   sendJson(res, status, JSON.stringify({ error: { message, type: 'invalid_request_error', param: null, code: null } }));
+
 function ready(info: Record<string, unknown>, stop: () => void): void {
   process.on('SIGTERM', stop);
   process.on('SIGINT', stop);
@@ -80,9 +72,7 @@ function ready(info: Record<string, unknown>, stop: () => void): void {
 
 /** Keep-alive outlasts any client pool's idle time (Troupe's node engine uses the same 65 s). */
 function listen(handler: (req: IncomingMessage, res: ServerResponse) => void, info: Record<string, unknown> = {}): void {
-  const server = createServer(handler);
-  server.keepAliveTimeout = 65_000;
-  server.headersTimeout = 66_000;
+  const server = createServer({ keepAliveTimeout: 65_000, headersTimeout: 66_000 }, handler);
   server.listen(0, '127.0.0.1', () => {
     const stop = () => (server.closeAllConnections(), server.close(() => process.exit(0)));
     ready({ ...info, port: (server.address() as AddressInfo).port }, stop);
