@@ -7,7 +7,6 @@ import { randomBytes } from 'node:crypto';
 import { mkdtemp, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { pathToFileURL } from 'node:url';
 import { Redis } from 'ioredis';
 import { CONFIG_VARIABLES } from '../../src/config.ts';
 import { createTempDatabase } from '../../test/support/databases.ts';
@@ -37,14 +36,12 @@ export type Troupe = Api & {
 export const newBootstrapKey = (): string => `sk-troupe-bench${randomBytes(12).toString('base64url')}`;
 
 export async function startTroupe(options: TroupeOptions): Promise<Troupe> {
+  const { upstream, probe, settings, logLevel = 'info', name = `troupe-${options.engine ?? 'auto'}` } = options;
   const key = options.key === undefined ? newBootstrapKey() : options.key;
-  const logLevel = options.logLevel ?? 'info';
-  const name = options.name ?? `troupe-${options.engine ?? 'auto'}`;
   // Below info Troupe does not log the line with its port: choose it first and poll /healthz.
   const logsReadyLine = ['info', 'debug', 'trace'].includes(logLevel);
   const port = logsReadyLine ? 0 : await freePort();
   const probeFile = options.probe ? join(tmpdir(), `troupe-bench-probe-${process.pid}-${randomBytes(4).toString('hex')}.json`) : null;
-  const { upstream, probe, settings } = options;
   const env: Record<string, string> = {
     PORT: String(port), HOST: '127.0.0.1', LOG_LEVEL: logLevel, ...(options.engine ? { HTTP_ENGINE: options.engine } : {}),
     ...(settings?.DATABASE_URL || settings?.TROUPE_DATA_DIR ? {} : { TROUPE_DATA_DIR: 'memory://' }),
@@ -56,8 +53,7 @@ export async function startTroupe(options: TroupeOptions): Promise<Troupe> {
   // Troupe's variables are checked against src/config.ts, so a misspelt one fails here.
   const unknown = Object.keys(env).filter((name) => !CONFIG_VARIABLES.includes(name) && !/^(BENCH_|NODE_ENV$)/.test(name));
   if (unknown.length > 0) throw new Error(`not Troupe configuration variables (src/config.ts): ${unknown.join(', ')}`);
-  const probeModule = pathToFileURL(join(ROOT, 'loadtest/support/probe.ts')).href;
-  const probeArgs = probe ? [...(probe.gc ? ['--expose-gc'] : []), '--import', probeModule] : [];
+  const probeArgs = probe ? [...(probe.gc ? ['--expose-gc'] : []), '--import', new URL('probe.ts', import.meta.url).href] : [];
   const profArgs = options.cpuProfDir ? ['--cpu-prof', `--cpu-prof-dir=${options.cpuProfDir}`] : [];
   const args = [...probeArgs, ...profArgs, ...(options.nodeArgs ?? []), 'src/main.ts'];
   const command = options.nodeBinary ?? process.execPath;
