@@ -78,10 +78,9 @@ function send(target: HttpTarget, agent: Agent | undefined, timeoutMs: number, d
   req.end(target.body);
 }
 
-type Once = { failure: string | null; detail: string; body: Buffer; ms: number };
-export function requestOnce(target: HttpTarget, timeoutMs = 15_000): Promise<Once> {
+export function requestOnce(target: HttpTarget): Promise<{ failure: string | null; detail: string; body: Buffer; ms: number }> {
   const start = performance.now();
-  return new Promise((resolve) => send(target, undefined, timeoutMs, (failure, detail, _first, body) => {
+  return new Promise((resolve) => send(target, undefined, 15_000, (failure, detail, _first, body) => {
     resolve({ failure, detail, body, ms: performance.now() - start });
   }));
 }
@@ -91,8 +90,7 @@ export function requestOnce(target: HttpTarget, timeoutMs = 15_000): Promise<Onc
  * that window opens and when its last request has ended. A keep-alive Agent per target: the least client CPU per request.
  */
 export async function runLoad(targets: readonly HttpTarget[], options: {
-  rate: number; warmupSec: number; durationSec: number; timeoutMs?: number; watch?: readonly WatchedProcess[];
-  onWindow?: (edge: 'start' | 'end') => void;
+  rate: number; warmupSec: number; durationSec: number; watch?: readonly WatchedProcess[]; onWindow?: (edge: 'start' | 'end') => void;
 }): Promise<TargetRun[]> {
   const n = targets.length;
   const slots = targets.map((target) => ({
@@ -124,7 +122,7 @@ export async function runLoad(targets: readonly HttpTarget[], options: {
     }
     pending++;
     run.maxInFlight = Math.max(run.maxInFlight, ++slot.inFlight);
-    send(slot.target, slot.agent, options.timeoutMs ?? 10_000, (failure, detail, first) => {
+    send(slot.target, slot.agent, 10_000, (failure, detail, first) => {
       const end = performance.now();
       slot.inFlight--;
       if (failure === null && end >= windowStart && end <= windowEnd) slot.doneInWindow++;
