@@ -42,18 +42,13 @@ export function startCpuWindow(watched: readonly WatchedProcess[]): () => CpuWin
   const [self0, elu0, sys0] = [process.cpuUsage(), performance.eventLoopUtilization(), systemBusySeconds()];
   return () => {
     const pct = (seconds: number) => (100 * seconds * 1000) / (performance.now() - t0);
-    const children: Record<string, number | null> = {};
-    let childSum: number | null = 0;
-    watched.forEach((w, i) => {
-      const [before, after] = [child0[i], processCpuSeconds(w.pid)];
-      const used = before === null || before === undefined || after === null ? null : after - before;
-      children[w.name] = used === null ? null : pct(used);
-      childSum = used === null || childSum === null ? null : childSum + used;
-    });
+    const since = (before: number | null | undefined, after: number | null) => (before == null || after === null ? null : after - before);
+    const used = watched.map((w, i) => since(child0[i], processCpuSeconds(w.pid)));
+    const children = Object.fromEntries(watched.map((w, i) => [w.name, used[i] == null ? null : pct(used[i])]));
+    const childSum = used.includes(null) ? null : used.reduce<number>((sum, u) => sum + (u ?? 0), 0);
     const self = process.cpuUsage(self0);
     const selfSec = (self.user + self.system) / 1e6;
-    const sys1 = systemBusySeconds();
-    const machineSec = sys0 === null || sys1 === null ? null : sys1 - sys0;
+    const machineSec = since(sys0, systemBusySeconds());
     const other = machineSec === null || childSum === null ? null : Math.max(0, pct(machineSec - childSum - selfSec));
     const benchEventLoop = performance.eventLoopUtilization(elu0).utilization;
     return { children, bench: pct(selfSec), benchEventLoop, other, machine: machineSec === null ? null : pct(machineSec) };
