@@ -1,7 +1,6 @@
 /**
- * A benchmark's child processes and its run: children whose piped output is always drained (a
- * chatty child never blocks), awaited on their ready line or a health path, killed however the
- * benchmark ends; and runBench, what every benchmark does around its measurements.
+ * A benchmark's child processes and its run: piped output always drained (a chatty child never
+ * blocks), readiness awaited, every child killed however the benchmark ends.
  */
 import { execFile, spawn, type ChildProcess } from 'node:child_process';
 import { createServer, type AddressInfo } from 'node:net';
@@ -15,28 +14,17 @@ export const execFileAsync = promisify(execFile);
 export const delay = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms).unref());
 export type Log = (line: string) => void;
 export const logger = (name: string): Log => (line) => void process.stderr.write(`[${name}] ${line}\n`);
-
-export type ExitInfo = { code: number | null; signal: NodeJS.Signals | null };
-
-/** onSpawn: the pid as soon as the process exists; keepOutput: every line kept for output() (logs read afterwards). */
-export interface SpawnOptions {
-  name: string;
-  command: string;
-  args: readonly string[];
-  env: NodeJS.ProcessEnv;
-  cwd: string;
-  stdin?: 'pipe' | 'ignore';
-  onSpawn?: (pid: number) => void;
-  keepOutput?: boolean;
-  onLine?: (line: string) => void;
-}
-
+type ExitInfo = { code: number | null; signal: NodeJS.Signals | null };
+/** onSpawn: the pid as soon as the process exists; keepOutput: every line kept for output(). */
+type SpawnOptions = {
+  name: string; command: string; args: readonly string[]; env: NodeJS.ProcessEnv; cwd: string;
+  stdin?: 'pipe' | 'ignore'; onSpawn?: (pid: number) => void; keepOutput?: boolean; onLine?: (line: string) => void;
+};
 type Piped = ChildProcess & { [K in 'stdin' | 'stdout' | 'stderr']: NonNullable<ChildProcess[K]> };
 /** tail(): the last 4 KB of stdout and stderr; stop(): SIGTERM (or `signal`), SIGKILL after `graceMs`. */
 export type Tracked = ReturnType<typeof spawnTracked>;
 /** A child that answers: its port and its parsed ready line (`{engine, ...}` for Troupe). */
 export type Launched = Tracked & { readonly port: number; readonly readyInfo: Readonly<Record<string, unknown>> };
-
 /** What a process needs to run at all: everything else a child gets is the benchmark's, never the developer's shell. */
 export function childEnv(settings: Record<string, string>): NodeJS.ProcessEnv {
   const env: NodeJS.ProcessEnv = {};
@@ -47,7 +35,7 @@ export function childEnv(settings: Record<string, string>): NodeJS.ProcessEnv {
 const live = new Set<ChildProcess>();
 let handlersInstalled = false;
 
-export function killAllChildren(): void {
+function killAllChildren(): void {
   for (const child of live) child.kill('SIGKILL');
   live.clear();
 }
@@ -94,19 +82,27 @@ export function spawnTracked(options: SpawnOptions) {
     const timer = setTimeout(() => child.kill('SIGKILL'), graceMs);
     return exited.finally(() => clearTimeout(timer));
   };
-  const pid = child.pid ?? -1;
-  const exitInfo = (): ExitInfo | null => state.exit;
-  return { name: options.name, child, pid, exited, exitInfo, tail: () => state.tail, output: () => state.all, stop };
+  const [tail, output, exitInfo] = [() => state.tail, () => state.all, (): ExitInfo | null => state.exit];
+  return { name: options.name, child, pid: child.pid ?? -1, exited, exitInfo, tail, output, stop };
 }
 
-/** A JSON object, or null for anything else. */
-export const parseJson = (line: string): Record<string, unknown> | null => {
+/** `read()`, or null when it throws (a file that is gone, text that is not JSON). */
+export function attempt<T>(read: () => T): T | null {
   try {
-    const value: unknown = JSON.parse(line);
-    return typeof value === 'object' && value !== null ? (value as Record<string, unknown>) : null;
+    return read();
   } catch {
     return null;
   }
+}
+
+export const parseJson = (line: string): Record<string, unknown> | null => {
+  const value = attempt<unknown>(() => JSON.parse(line));
+  return typeof value === 'object' && value !== null ? (value as Record<string, unknown>) : null;
+};
+
+const failure = (tracked: Tracked, why: string) => {
+  tracked.child.kill('SIGKILL');
+  return new Error(`${tracked.name}: ${why}\n--- last output ---\n${tracked.tail()}`);
 };
 
 /** Waits for the JSON stdout line `{"msg":<readyMsg>,"port":N,...}`. */
@@ -122,21 +118,14 @@ export function launch(options: SpawnOptions & { readyMsg: string; readyTimeoutM
       resolve({ ...tracked, port: info.port, readyInfo: info });
     };
     const tracked = spawnTracked({ ...options, onLine });
-    const fail = (why: string) => {
-      if (ready) return;
-      ready = true;
-      tracked.child.kill('SIGKILL');
-      reject(new Error(`${options.name}: ${why}\n--- last output ---\n${tracked.tail()}`));
-    };
+    const fail = (why: string) => !ready && ((ready = true), reject(failure(tracked, why)));
     const timer = setTimeout(() => fail(`no "${options.readyMsg}" line within ${timeoutMs} ms`), timeoutMs);
     void tracked.exited.then((e) => fail(`exited before it was ready (code ${e.code}, signal ${e.signal})`));
   });
 }
 
 /** For a child that does not log its port (Troupe below LOG_LEVEL=info, Portkey): `port` chosen first, `healthPath` polled. */
-type PolledOptions = SpawnOptions & { port: number; readyTimeoutMs: number; healthPath?: string };
-
-export async function launchPolled(options: PolledOptions): Promise<Launched> {
+export async function launchPolled(options: SpawnOptions & { port: number; readyTimeoutMs: number; healthPath?: string }) {
   const tracked = spawnTracked(options);
   const url = `http://127.0.0.1:${options.port}${options.healthPath ?? '/healthz'}`;
   const deadline = Date.now() + options.readyTimeoutMs;
@@ -148,12 +137,9 @@ export async function launchPolled(options: PolledOptions): Promise<Launched> {
     if (res?.status === 200) return { ...tracked, port: options.port, readyInfo: { engine, port: options.port } };
     await delay(100);
   }
-  tracked.child.kill('SIGKILL');
-  const why = tracked.exitInfo() ? 'exited before it answered' : `no 200 from ${url}`;
-  throw new Error(`${options.name}: ${why}\n--- last output ---\n${tracked.tail()}`);
+  throw failure(tracked, tracked.exitInfo() ? 'exited before it answered' : `no 200 from ${url}`);
 }
 
-/** A port nobody listens on right now (the usual small race with other processes applies). */
 export async function freePort(): Promise<number> {
   const server = createServer();
   await new Promise<void>((resolve, reject) => server.once('error', reject).listen(0, '127.0.0.1', resolve));
@@ -168,13 +154,8 @@ export function withFileLimit(limit: number, command: string, args: readonly str
   return { command: 'bash', args: ['-c', script, command, ...args] };
 }
 
-/** `stamp` names the result files. */
 export type Run = { started: number; stamp: string; log: Log };
-
-/**
- * Runs a benchmark's `main`: Node >= 24, no child outliving it, a last-resort timer that kills
- * every child and exits with code 2 after `budgetMs`, and exit code 1 with the stack on failure.
- */
+/** Runs `main` on Node >= 24; after `budgetMs` kills every child and exits with 2; on failure exits with 1 and the stack. */
 export function runBench(name: string, budgetMs: number, main: (run: Run) => Promise<void>): void {
   const log = logger(name);
   if (Number(process.versions.node.split('.')[0]) < 24) throw new Error(`run with Node >= 24 (npm run ${name}), not ${process.version}`);
@@ -196,14 +177,12 @@ export function runBench(name: string, budgetMs: number, main: (run: Run) => Pro
 }
 
 /** Which Troupe was measured: HEAD and the files of src/ that differ from it (others edit it too). */
-export async function gitState(root = ROOT): Promise<{ head: string; dirtySrc: string[] }> {
-  const git = (args: string[]) => execFileAsync('git', args, { cwd: root, timeout: 10_000 }).then((r) => r.stdout, () => '');
+export async function gitState(): Promise<{ head: string; dirtySrc: string[] }> {
+  const git = (args: string[]) => execFileAsync('git', args, { cwd: ROOT, timeout: 10_000 }).then((r) => r.stdout, () => '');
   const head = (await git(['rev-parse', '--short', 'HEAD'])).trim() || 'unknown';
   const status = await git(['status', '--porcelain', '--', 'src']);
   return { head, dirtySrc: status.split('\n').map((l) => l.slice(3).trim()).filter(Boolean) };
 }
 
-export function machine(): { node: string; cpus: number; cpuModel: string } {
-  const list = cpus();
-  return { node: process.version, cpus: list.length, cpuModel: list[0]?.model ?? 'unknown' };
-}
+export const machine = (): { node: string; cpus: number; cpuModel: string } =>
+  ({ node: process.version, cpus: cpus().length, cpuModel: cpus()[0]?.model ?? 'unknown' });

@@ -1,20 +1,16 @@
 /** The benchmarks' BENCH_* settings, with the same errors everywhere. */
 
-/** The trimmed value, or undefined when unset or blank. */
 export const envText = (name: string): string | undefined => process.env[name]?.trim() || undefined;
-
+export const envFlag = (name: string): boolean => ['1', 'true', 'yes'].includes(envText(name) ?? '');
+export const envDatabaseUrl = (): string => envText('BENCH_DATABASE_URL') ?? 'postgres://postgres@127.0.0.1:5432/test';
+export const redactUrl = (url: string): string => url.replace(/\/\/([^:@/]*):[^@/]*@/, '//$1:***@');
 /** A number >= `min` (an integer unless `integer` is false), or `fallback` when unset. */
 export function envNumber(name: string, fallback: number, min: number, integer = true): number {
   const raw = envText(name);
-  if (raw === undefined) return fallback;
-  const value = Number(raw);
-  if (!Number.isFinite(value) || value < min || (integer && !Number.isInteger(value))) {
-    throw new Error(`${name} must be ${integer ? 'an integer' : 'a number'} >= ${min}, got '${raw}'`);
-  }
-  return value;
+  const value = Number(raw ?? fallback);
+  if (raw === undefined || (Number.isFinite(value) && value >= min && (!integer || Number.isInteger(value)))) return value;
+  throw new Error(`${name} must be ${integer ? 'an integer' : 'a number'} >= ${min}, got '${raw}'`);
 }
-
-export const envFlag = (name: string): boolean => ['1', 'true', 'yes'].includes(envText(name) ?? '');
 
 /** A comma-separated subset of `known` (all of them when unset), in `known`'s order. */
 export function envList<T extends string>(name: string, known: readonly T[]): T[] {
@@ -32,17 +28,9 @@ export function envRates(name: string, fallback: string): number[] {
   return [...new Set(rates)].sort((a, b) => a - b);
 }
 
-const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'];
-
-/** A pino level for Troupe's LOG_LEVEL. */
 export function envLogLevel(name: string, fallback: string): string {
   const value = envText(name) ?? fallback;
-  if (!LOG_LEVELS.includes(value)) throw new Error(`${name} must be one of ${LOG_LEVELS.join(', ')}`);
+  const levels = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'];
+  if (!levels.includes(value)) throw new Error(`${name} must be one of ${levels.join(', ')}`);
   return value;
 }
-
-/** BENCH_DATABASE_URL: the PostgreSQL server temporary databases are made on. */
-export const envDatabaseUrl = (): string => envText('BENCH_DATABASE_URL') ?? 'postgres://postgres@127.0.0.1:5432/test';
-
-/** A database URL with its password masked, for reports. */
-export const redactUrl = (url: string): string => url.replace(/\/\/([^:@/]*):[^@/]*@/, '//$1:***@');

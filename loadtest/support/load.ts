@@ -1,12 +1,8 @@
 /**
- * The open-loop HTTP load generator: request i starts at t0 + i / (rate * targets) whatever
- * happened to the earlier ones (no coordinated omission), alternating between the targets so each
- * gets `rate` req/s and all live through the same moments of a shared machine; warm-up requests
- * are not reported. node:http with a keep-alive Agent per target: the least client CPU per request.
- * Per measured request: time to first content (streams: the first chunk with a non-empty
- * `"content":"`; else the first body bytes) and total time. A request fails on a non-2xx status, a
- * socket error, the timeout, a reply that is (not) an event stream when the target says otherwise,
- * a stream without `data: [DONE]`, or `check`. Also autocannon's closed loop (`saturate`).
+ * The open-loop HTTP load generator: request i starts at t0 + i / (rate * targets) whatever became
+ * of the earlier ones (no coordinated omission), alternating between the targets so all live through
+ * the same moments of a shared machine. Per measured request: time to first content (streams: the
+ * first chunk with a non-empty `"content":"`) and total time. Also autocannon's closed loop (`saturate`).
  */
 import { Agent, request as httpRequest } from 'node:http';
 import { performance } from 'node:perf_hooks';
@@ -15,38 +11,22 @@ import { startCpuWindow, type CpuWindow, type WatchedProcess } from './proc.ts';
 import type { Troupe } from './troupe.ts';
 import { LAST_BODY_PATH } from './upstream.ts';
 
-export interface HttpTarget {
-  label: string;
-  port: number;
-  method: 'GET' | 'POST';
-  path: string;
-  headers: Record<string, string>;
-  body?: Buffer;
-  /** A streamed (SSE) reply. */
-  stream?: boolean;
-  /** null when the whole body is right, else what is wrong (the body is kept only with a check). */
-  check?: (body: Buffer) => string | null;
-}
+/** stream: an SSE reply is expected; check: null when the whole body is right, else what is wrong (bodies are kept only then). */
+export type HttpTarget = {
+  label: string; port: number; method: 'GET' | 'POST'; path: string; headers: Record<string, string>; body?: Buffer;
+  stream?: boolean; check?: (body: Buffer) => string | null;
+};
 
+/** ms in completion order; lag: how late requests went out; monotonicUs: the measured window on V8 profiles' clock. */
 export type TargetRun = ReturnType<typeof newRun> & { cpu: CpuWindow | null };
-
 const newRun = (label: string, rate: number) => ({
-  label, rate, scheduled: 0, ok: 0,
-  /** Successful measured requests, ms, in completion order; `scheduledAt`: ms after the window opened. */
-  ttfc: [] as number[], total: [] as number[], scheduledAt: [] as number[],
-  errors: {} as Record<string, number>, errorSamples: {} as Record<string, string>,
-  /** How late requests were handed to node:http after their scheduled time (ms). */
-  lag: [] as number[],
-  /** Successful completions inside the measured window, per second. */
-  achievedRps: 0, maxInFlight: 0,
-  /** CLOCK_MONOTONIC µs (V8 profiles' clock) of the measured window. */
+  label, rate, scheduled: 0, ok: 0, ttfc: [] as number[], total: [] as number[], scheduledAt: [] as number[], lag: [] as number[],
+  errors: {} as Record<string, number>, errorSamples: {} as Record<string, string>, achievedRps: 0, maxInFlight: 0,
   monotonicUs: { start: 0, end: 0 },
 });
 
 export const monotonicUs = (): number => Number(process.hrtime.bigint() / 1000n);
-const CONTENT = Buffer.from('"content":"');
-const DONE = Buffer.from('data: [DONE]');
-
+const [CONTENT, DONE] = [Buffer.from('"content":"'), Buffer.from('data: [DONE]')];
 /** Whether `buf` holds a non-empty `"content":"` (the role chunk's content is empty). */
 function hasContent(buf: Buffer): boolean {
   for (let at = buf.indexOf(CONTENT); at !== -1; at = buf.indexOf(CONTENT, at + 1)) if (buf[at + CONTENT.length] !== 0x22) return true;
@@ -55,7 +35,7 @@ function hasContent(buf: Buffer): boolean {
 
 type Done = (failure: string | null, detail: string, first: number, body: Buffer) => void;
 const errorKind = (err: Error): string => (err as NodeJS.ErrnoException).code?.toLowerCase() ?? 'error';
-
+/** Fails on a non-2xx status, a socket error, the timeout, a reply (not) streamed against `stream`, a stream without [DONE], or `check`. */
 function send(target: HttpTarget, agent: Agent | undefined, timeoutMs: number, done: Done): void {
   let settled = false;
   const settle: Done = (failure, detail, first, body) => {
@@ -98,36 +78,25 @@ function send(target: HttpTarget, agent: Agent | undefined, timeoutMs: number, d
   req.end(target.body);
 }
 
-/** One request with its body, for pre-flight checks. */
-type Once = { failure: string | null; detail: string; body: Buffer; ms: number };
-
-export function requestOnce(target: HttpTarget, timeoutMs = 15_000): Promise<Once> {
+export function requestOnce(target: HttpTarget): Promise<{ failure: string | null; detail: string; body: Buffer; ms: number }> {
   const start = performance.now();
-  return new Promise((resolve) => {
-    send(target, undefined, timeoutMs, (failure, detail, _first, body) => {
-      resolve({ failure, detail, body, ms: performance.now() - start });
-    });
-  });
+  return new Promise((resolve) => send(target, undefined, 15_000, (failure, detail, _first, body) => {
+    resolve({ failure, detail, body, ms: performance.now() - start });
+  }));
 }
 
-export interface LoadOptions {
-  /** Requests per second to each target. */
-  rate: number;
-  warmupSec: number;
-  durationSec: number;
-  timeoutMs?: number;
-  /** Processes whose CPU use is recorded over the measured window. */
-  watch?: readonly WatchedProcess[];
-  /** Called when the measured window opens and when its last request has ended. */
-  onWindow?: (edge: 'start' | 'end') => void;
-}
-
-export async function runLoad(targets: readonly HttpTarget[], options: LoadOptions): Promise<TargetRun[]> {
+/**
+ * rate: req/s to each target; watch: processes whose CPU use is recorded over the measured window; onWindow: called when
+ * that window opens and when its last request has ended. A keep-alive Agent per target: the least client CPU per request.
+ */
+export async function runLoad(targets: readonly HttpTarget[], options: {
+  rate: number; warmupSec: number; durationSec: number; watch?: readonly WatchedProcess[]; onWindow?: (edge: 'start' | 'end') => void;
+}): Promise<TargetRun[]> {
   const n = targets.length;
-  const runs: TargetRun[] = targets.map((t) => ({ ...newRun(t.label, options.rate), cpu: null }));
-  const inFlight = targets.map(() => 0);
-  const doneInWindow = targets.map(() => 0);
-  const agents = targets.map(() => new Agent({ keepAlive: true, maxSockets: 4096, scheduling: 'lifo' }));
+  const slots = targets.map((target) => ({
+    target, run: { ...newRun(target.label, options.rate), cpu: null } as TargetRun, inFlight: 0, doneInWindow: 0,
+    agent: new Agent({ keepAlive: true, maxSockets: 4096, scheduling: 'lifo' }),
+  }));
   const interval = 1000 / (options.rate * n);
   const warmupCount = Math.round(options.rate * options.warmupSec) * n;
   const count = warmupCount + Math.round(options.rate * options.durationSec) * n;
@@ -135,14 +104,11 @@ export async function runLoad(targets: readonly HttpTarget[], options: LoadOptio
   const windowStart = t0 + warmupCount * interval;
   const windowEnd = windowStart + options.durationSec * 1000;
   const window: { stopCpu: (() => CpuWindow) | null; start: number } = { stopCpu: null, start: 0 };
-  let pending = 0;
-  let next = 0;
-  let allDone: () => void = () => {};
-  const finished = new Promise<void>((resolve) => (allDone = resolve));
+  let [pending, next] = [0, 0];
+  const finished = Promise.withResolvers<void>();
   const fire = (index: number, scheduled: number) => {
-    const which = index % n;
-    const [target, run] = [targets[which], runs[which]];
-    if (!target || !run) return;
+    const slot = slots[index % n]!;
+    const run = slot.run;
     const measured = index >= warmupCount;
     if (index === warmupCount) {
       options.onWindow?.('start');
@@ -155,11 +121,11 @@ export async function runLoad(targets: readonly HttpTarget[], options: LoadOptio
       run.lag.push(start - scheduled);
     }
     pending++;
-    run.maxInFlight = Math.max(run.maxInFlight, ++inFlight[which]!);
-    send(target, agents[which], options.timeoutMs ?? 10_000, (failure, detail, first) => {
+    run.maxInFlight = Math.max(run.maxInFlight, ++slot.inFlight);
+    send(slot.target, slot.agent, 10_000, (failure, detail, first) => {
       const end = performance.now();
-      inFlight[which]!--;
-      if (failure === null && end >= windowStart && end <= windowEnd) doneInWindow[which]!++;
+      slot.inFlight--;
+      if (failure === null && end >= windowStart && end <= windowEnd) slot.doneInWindow++;
       if (measured && failure === null) {
         run.ok++;
         run.ttfc.push(first - start);
@@ -169,7 +135,7 @@ export async function runLoad(targets: readonly HttpTarget[], options: LoadOptio
         run.errors[failure] = (run.errors[failure] ?? 0) + 1;
         run.errorSamples[failure] ??= detail.slice(0, 300);
       }
-      if (--pending === 0 && next === count) allDone();
+      if (--pending === 0 && next === count) finished.resolve();
     });
   };
   // Every request whose instant has come goes out (late ones at once, in order).
@@ -184,14 +150,13 @@ export async function runLoad(targets: readonly HttpTarget[], options: LoadOptio
   });
   const cpu = window.stopCpu?.() ?? null;
   const monotonicEnd = monotonicUs();
-  if (pending > 0) await finished;
+  if (pending > 0) await finished.promise;
   options.onWindow?.('end');
-  runs.forEach((run, i) => {
-    const achievedRps = (doneInWindow[i] ?? 0) / options.durationSec;
-    Object.assign(run, { achievedRps, cpu, monotonicUs: { start: window.start, end: monotonicEnd } });
-  });
-  for (const agent of agents) agent.destroy();
-  return runs;
+  for (const { run, doneInWindow, agent } of slots) {
+    Object.assign(run, { achievedRps: doneInWindow / options.durationSec, cpu, monotonicUs: { start: window.start, end: monotonicEnd } });
+    agent.destroy();
+  }
+  return slots.map((s) => s.run);
 }
 
 /** autocannon's closed loop (`connections` requests always in flight), bounded in time even if the target stalls. */
@@ -201,8 +166,7 @@ export function saturate(options: { url: string; connections: number; durationSe
     const instance = autocannon({ ...options, duration: options.durationSec, timeout: 10 }, (err: unknown, r) => {
       clearTimeout(stopTimer);
       if (err) return reject(err instanceof Error ? err : new Error(String(err)));
-      const latencyMs = { p50: r.latency.p50, p99: r.latency.p99 };
-      const failures = r.non2xx + r.errors + r.timeouts;
+      const [latencyMs, failures] = [{ p50: r.latency.p50, p99: r.latency.p99 }, r.non2xx + r.errors + r.timeouts];
       resolve({ requestsPerSec: r.requests.average, latencyMs, totalRequests: r.requests.total, failures });
     });
     const stopTimer = setTimeout(() => instance.stop(), (options.durationSec + 10) * 1000);
@@ -231,9 +195,7 @@ export async function performTargets(troupe: Troupe, characterId: string, line: 
   const directFirst = await requestOnce({ ...direct, check: () => null });
   if (directFirst.failure !== null) throw new Error(`direct pre-flight: ${directFirst.failure}: ${directFirst.detail}`);
   const length = directFirst.body.byteLength;
-  direct.check = (body) => {
-    if (body.byteLength === length) return null;
-    return `${body.byteLength} bytes (expected ${length}) ending ${JSON.stringify(body.subarray(-40).toString('utf8'))}`;
-  };
+  const ending = (body: Buffer) => JSON.stringify(body.subarray(-40).toString('utf8'));
+  direct.check = (body) => (body.byteLength === length ? null : `${body.byteLength} bytes (expected ${length}) ending ${ending(body)}`);
   return { perform, direct, preflight: { directMs: directFirst.ms, performMs: first.ms, upstreamRequestBytes: sent.byteLength } };
 }

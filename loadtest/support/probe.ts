@@ -1,34 +1,32 @@
 /**
- * Preloaded into Troupe (`--import probe.ts`, see troupe.ts); it changes nothing in Troupe. On
- * SIGUSR2 it writes, atomically as JSON to $BENCH_PROBE_FILE: `seq` (the reader knows the answer
- * is fresh), the GC pauses so far as [start µs CLOCK_MONOTONIC, ms, kind], then, after a full GC
- * when --expose-gc is on, the memory figures; with $BENCH_LOOP_RESOLUTION_MS, the event-loop delay
- * since the last signal (`loop`). Imported, it gives LoopMonitor for a server in the bench's process.
+ * Preloaded into Troupe (`--import probe.ts`, see troupe.ts); it changes nothing in Troupe. On SIGUSR2 it writes,
+ * atomically as JSON to $BENCH_PROBE_FILE: `seq` (the reader knows the answer is fresh), the GC pauses so far as
+ * [start µs CLOCK_MONOTONIC, ms, kind], the memory figures (after a full GC with --expose-gc) and, with
+ * $BENCH_LOOP_RESOLUTION_MS, the event-loop delay since the last signal. Imported, it gives LoopMonitor.
  */
 import { renameSync, writeFileSync } from 'node:fs';
 import { monitorEventLoopDelay, performance, PerformanceObserver } from 'node:perf_hooks';
 import { getHeapStatistics } from 'node:v8';
 
 export type LoopReport = ReturnType<LoopMonitor['window']>;
-
-/** monitorEventLoopDelay over a window, plus the longest stalls with when they began (to pin a p99 on a phase). */
+/** monitorEventLoopDelay over a window, plus the longest stalls (over 20 ms) with when they began, to pin a p99 on a phase. */
 export class LoopMonitor {
   readonly resolutionMs: number;
   readonly #histogram;
   #started = performance.now();
   #last = this.#started;
-  /** Stalls over 20 ms: [ms since the window began, length in ms]. */
+  /** [ms since the window began, length in ms] */
   #stalls: [number, number][] = [];
-  readonly #tick: NodeJS.Timeout;
+  readonly #tick = setInterval(() => {
+    const now = performance.now();
+    if (now - this.#last - 5 > 20) this.#stalls.push([Math.round(this.#last - this.#started), Math.round(now - this.#last - 5)]);
+    this.#last = now;
+  }, 5).unref();
+
   constructor(resolutionMs: number) {
     this.resolutionMs = resolutionMs;
     this.#histogram = monitorEventLoopDelay({ resolution: resolutionMs });
     this.#histogram.enable();
-    this.#tick = setInterval(() => {
-      const now = performance.now();
-      if (now - this.#last - 5 > 20) this.#stalls.push([Math.round(this.#last - this.#started), Math.round(now - this.#last - 5)]);
-      this.#last = now;
-    }, 5).unref();
   }
 
   /** The window so far (ms; the 20 longest stalls first), and a new one starts. */

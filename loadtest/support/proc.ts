@@ -4,25 +4,12 @@
  */
 import { readdirSync, readFileSync } from 'node:fs';
 import { performance } from 'node:perf_hooks';
+import { attempt } from './children.ts';
 
 /** /proc counts CPU in USER_HZ ticks, which is 100 on Linux. */
 const HZ = 100;
-const read = (path: string): string | null => {
-  try {
-    return readFileSync(path, 'utf8');
-  } catch {
-    return null;
-  }
-};
-const list = (path: string): string[] | null => {
-  try {
-    return readdirSync(path);
-  } catch {
-    return null;
-  }
-};
-
-/** utime + stime of one process, in seconds. */
+const read = (path: string): string | null => attempt(() => readFileSync(path, 'utf8'));
+const list = (path: string): string[] | null => attempt(() => readdirSync(path));
 export function processCpuSeconds(pid: number): number | null {
   const stat = read(`/proc/${pid}/stat`);
   // Fields after the parenthesised command name; utime and stime are fields 14 and 15.
@@ -38,51 +25,37 @@ function systemBusySeconds(): number | null {
   return label === 'cpu' && Number.isFinite(busy) ? busy / HZ : null;
 }
 
-/** CPU use over one window, in % of one core (200% = both cores of a 2-core machine). */
-export interface CpuWindow {
-  children: Record<string, number | null>;
-  /** This process: the load generator. */
-  bench: number;
-  /** Event-loop utilisation of this process, 0..1: near 1 means the generator itself is saturated. */
-  benchEventLoop: number;
-  /** Everything else on the machine, kernel loopback work included. */
-  other: number | null;
-  machine: number | null;
-}
-
+/**
+ * CPU use over one window, in % of one core (200% = both cores of a 2-core machine). bench: this
+ * process, the load generator; benchEventLoop: its event-loop utilisation, 0..1 (near 1: the
+ * generator itself is saturated); other: the rest of the machine, kernel loopback work included.
+ */
+export type CpuWindow = {
+  children: Record<string, number | null>; bench: number; benchEventLoop: number; other: number | null; machine: number | null;
+};
 export type WatchedProcess = { name: string; pid: number };
 export const NO_CPU: CpuWindow = { children: {}, bench: 0, benchEventLoop: 0, other: null, machine: null };
 
 export function startCpuWindow(watched: readonly WatchedProcess[]): () => CpuWindow {
   const t0 = performance.now();
   const child0 = watched.map((w) => processCpuSeconds(w.pid));
-  const self0 = process.cpuUsage();
-  const elu0 = performance.eventLoopUtilization();
-  const sys0 = systemBusySeconds();
+  const [self0, elu0, sys0] = [process.cpuUsage(), performance.eventLoopUtilization(), systemBusySeconds()];
   return () => {
     const pct = (seconds: number) => (100 * seconds * 1000) / (performance.now() - t0);
-    const children: Record<string, number | null> = {};
-    let childSum: number | null = 0;
-    watched.forEach((w, i) => {
-      const [before, after] = [child0[i], processCpuSeconds(w.pid)];
-      const used = before === null || before === undefined || after === null ? null : after - before;
-      children[w.name] = used === null ? null : pct(used);
-      childSum = used === null || childSum === null ? null : childSum + used;
-    });
+    const since = (before: number | null | undefined, after: number | null) => (before == null || after === null ? null : after - before);
+    const used = watched.map((w, i) => since(child0[i], processCpuSeconds(w.pid)));
+    const children = Object.fromEntries(watched.map((w, i) => [w.name, used[i] == null ? null : pct(used[i])]));
+    const childSum = used.includes(null) ? null : used.reduce<number>((sum, u) => sum + (u ?? 0), 0);
     const self = process.cpuUsage(self0);
     const selfSec = (self.user + self.system) / 1e6;
-    const sys1 = systemBusySeconds();
-    const machineSec = sys0 === null || sys1 === null ? null : sys1 - sys0;
+    const machineSec = since(sys0, systemBusySeconds());
     const other = machineSec === null || childSum === null ? null : Math.max(0, pct(machineSec - childSum - selfSec));
     const benchEventLoop = performance.eventLoopUtilization(elu0).utilization;
     return { children, bench: pct(selfSec), benchEventLoop, other, machine: machineSec === null ? null : pct(machineSec) };
   };
 }
 
-/**
- * On a shared machine: waits (at most `maxWaitSec`) until the rest of the machine uses less than
- * `thresholdPercent` of a core over one second, so a phase does not start in someone else's burst.
- */
+/** Waits (at most `maxWaitSec`) until the rest of the machine uses < `thresholdPercent` of a core over 1 s: no phase in another's burst. */
 export async function waitForQuiet(maxWaitSec: number, thresholdPercent: number, watched: readonly WatchedProcess[]) {
   const t0 = performance.now();
   for (;;) {
@@ -113,7 +86,6 @@ export function processTree(pid: number): number[] {
   return all;
 }
 
-/** The "Max open files" limits of a process. */
 export function fileLimits(pid: number | 'self'): { soft: number; hard: number } | null {
   const m = /^Max open files\s+(\d+|unlimited)\s+(\d+|unlimited)/m.exec(read(`/proc/${pid}/limits`) ?? '');
   const value = (s: string) => (s === 'unlimited' ? Number.POSITIVE_INFINITY : Number(s));
@@ -121,15 +93,13 @@ export function fileLimits(pid: number | 'self'): { soft: number; hard: number }
 }
 
 export const openFileCount = (pid: number): number | null => list(`/proc/${pid}/fd`)?.length ?? null;
-
+/** The largest file-descriptor limit a process may set (fs.nr_open). */
+export const maxFileLimit = (): number | null => Number(read('/proc/sys/fs/nr_open')?.trim()) || null;
 /** Connections per source address to one server port (net.ipv4.ip_local_port_range). */
 export function ephemeralPortCount(): number | null {
   const [low, high] = (read('/proc/sys/net/ipv4/ip_local_port_range') ?? '').trim().split(/\s+/).map(Number);
   return Number.isInteger(low) && Number.isInteger(high) ? (high ?? 0) - (low ?? 0) + 1 : null;
 }
-
-/** The largest file-descriptor limit a process may set (fs.nr_open). */
-export const maxFileLimit = (): number | null => Number(read('/proc/sys/fs/nr_open')?.trim()) || null;
 
 /** Whether this process may raise hard limits (CAP_SYS_RESOURCE; root alone is not enough in containers). */
 export function canRaiseHardLimits(): boolean {

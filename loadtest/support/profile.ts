@@ -7,15 +7,9 @@ import { readFile, readdir } from 'node:fs/promises';
 import { join } from 'node:path';
 
 type CallFrame = { functionName: string; url: string; lineNumber: number };
-interface CpuProfile {
-  nodes: { id: number; callFrame: CallFrame; children?: number[] }[];
-  startTime: number;
-  samples?: number[];
-  timeDeltas?: number[];
-}
-export type FrameShare = { frame: string; samples: number; percent: number };
+type CpuProfile = { nodes: { id: number; callFrame: CallFrame; children?: number[] }[]; startTime: number; samples?: number[] };
+type FrameShare = { frame: string; samples: number; percent: number };
 export type SrcProfile = Awaited<ReturnType<typeof summarizeSrcProfile>>;
-
 /** The newest main-thread profile: `CPU.<date>.<time>.<pid>.<thread>.<seq>.cpuprofile`, thread 0. */
 export async function newestProfile(dir: string): Promise<string | null> {
   const names = await readdir(dir).catch(() => [] as string[]);
@@ -25,10 +19,8 @@ export async function newestProfile(dir: string): Promise<string | null> {
 
 const META = new Set(['(root)', '(program)', '(idle)', '(garbage collector)']);
 const shortUrl = (url: string) => url.replace(`file://${process.cwd()}/`, '');
-const frameKey = (f: CallFrame) => {
-  const name = f.functionName || '(anonymous)';
-  return f.url ? `${name} ${shortUrl(f.url)}:${f.lineNumber + 1}` : name;
-};
+const frameKey = (f: CallFrame) =>
+  (f.url ? `${f.functionName || '(anonymous)'} ${shortUrl(f.url)}:${f.lineNumber + 1}` : f.functionName || '(anonymous)');
 /** By package (node_modules/<pkg>), project file, or node internal module. */
 const moduleKey = (f: CallFrame) => {
   const pkg = /node_modules\/((?:@[^/]+\/)?[^/]+)/.exec(f.url)?.[1];
@@ -36,8 +28,8 @@ const moduleKey = (f: CallFrame) => {
 };
 
 /** `window` in CLOCK_MONOTONIC µs (the profile's clock); the whole profile if no sample falls in it. */
-export async function summarizeSrcProfile(file: string, window: { start: number; end: number } | null, top = 12) {
-  const profile = JSON.parse(await readFile(file, 'utf8')) as CpuProfile;
+export async function summarizeSrcProfile(file: string, window: { start: number; end: number } | null) {
+  const profile = JSON.parse(await readFile(file, 'utf8')) as CpuProfile & { timeDeltas?: number[] };
   const byId = new Map(profile.nodes.map((n) => [n.id, n]));
   const parent = new Map<number, number>();
   for (const node of profile.nodes) for (const child of node.children ?? []) parent.set(child, node.id);
@@ -66,7 +58,7 @@ export async function summarizeSrcProfile(file: string, window: { start: number;
   }
   const busy = Math.max(1, chosen.length - (self.get('(idle)') ?? 0));
   const ranked = (map: Map<string, number>, keep: (frame: string) => boolean): FrameShare[] =>
-    [...map.entries()].filter(([f]) => keep(f)).sort((a, b) => b[1] - a[1]).slice(0, top)
+    [...map.entries()].filter(([f]) => keep(f)).sort((a, b) => b[1] - a[1]).slice(0, 12)
       .map(([frame, samples]) => ({ frame, samples, percent: (100 * samples) / busy }));
   const isSrc = (f: string) => / src\//.test(f);
   const notIdle = (f: string) => f !== '(idle)';

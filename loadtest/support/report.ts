@@ -4,8 +4,6 @@ import { join } from 'node:path';
 import { ROOT } from './children.ts';
 
 export const RESULTS_DIR = join(ROOT, 'loadtest', 'results');
-
-/** Writes `<name>-<stamp>.json` and `.md`; returns both paths. */
 export async function writeResults(name: string, stamp: string, json: unknown, markdown: string) {
   await mkdir(RESULTS_DIR, { recursive: true });
   const paths = { json: join(RESULTS_DIR, `${name}-${stamp}.json`), markdown: join(RESULTS_DIR, `${name}-${stamp}.md`) };
@@ -20,28 +18,19 @@ export function markdownTable(header: readonly string[], rows: readonly (readonl
   return [header, marks, ...rows].map((cells) => `| ${cells.join(' | ')} |`).join('\n');
 }
 
-/** A number with `digits` decimals; `fallback` when missing. */
 export const fixed = (value: number | null | undefined, digits = 2, fallback = '—'): string =>
   value === null || value === undefined || !Number.isFinite(value) ? fallback : value.toFixed(digits);
 export const ms = (value: number | null | undefined): string => fixed(value);
-
-export interface Summary {
-  count: number;
-  mean: number;
-  p50: number;
-  p90: number;
-  p99: number;
-  p999: number;
-  max: number;
-}
-
+export const sortedCopy = (values: readonly number[]): Float64Array => Float64Array.from(values).sort();
+/** JSON-safe rounding to microseconds (NaN becomes null). */
+export const round3 = (value: number): number | null => (Number.isFinite(value) ? Math.round(value * 1000) / 1000 : null);
 /** Nearest-rank percentile of an ascending array; NaN when empty. */
 export function percentile(sorted: ArrayLike<number>, p: number): number {
   if (sorted.length === 0) return Number.NaN;
   return sorted[Math.min(sorted.length, Math.max(1, Math.ceil((p / 100) * sorted.length))) - 1] ?? Number.NaN;
 }
 
-export const sortedCopy = (values: readonly number[]): Float64Array => Float64Array.from(values).sort();
+export type Summary = { count: number; mean: number; p50: number; p90: number; p99: number; p999: number; max: number };
 
 export function summarize(values: readonly number[]): Summary {
   const s = sortedCopy(values);
@@ -50,27 +39,20 @@ export function summarize(values: readonly number[]): Summary {
   return { count: s.length, mean, p50: at(50), p90: at(90), p99: at(99), p999: at(99.9), max: s.at(-1) ?? Number.NaN };
 }
 
-/** The middle value (the mean of the two middle ones for an even count). */
+export const roundSummary = (s: Summary): Record<keyof Summary, number | null> =>
+  Object.fromEntries(Object.entries(s).map(([k, v]) => [k, k === 'count' ? v : round3(v)])) as Record<keyof Summary, number | null>;
+
 export function median(values: readonly number[]): number {
   const s = sortedCopy(values);
   const m = Math.floor(s.length / 2);
   return s.length % 2 === 1 ? (s[m] ?? Number.NaN) : ((s[m - 1] ?? Number.NaN) + (s[m] ?? Number.NaN)) / 2;
 }
 
-/**
- * A cheap noise floor: the percentile of the even-numbered samples minus that of the odd ones.
- * Two halves of one run differ only by chance, so an added latency smaller than this is noise.
- */
+/** A noise floor: two halves of one run (even and odd samples) differ only by chance, so a smaller added latency is noise. */
 export function splitHalfSpread(values: readonly number[], p: number): number {
   const [even, odd] = [0, 1].map((r) => sortedCopy(values.filter((_, i) => i % 2 === r)));
   return even?.length && odd?.length ? Math.abs(percentile(even, p) - percentile(odd, p)) : Number.NaN;
 }
-
-/** JSON-safe rounding to microseconds (NaN becomes null). */
-export const round3 = (value: number): number | null => (Number.isFinite(value) ? Math.round(value * 1000) / 1000 : null);
-
-export const roundSummary = (s: Summary): Record<keyof Summary, number | null> =>
-  Object.fromEntries(Object.entries(s).map(([k, v]) => [k, k === 'count' ? v : round3(v)])) as Record<keyof Summary, number | null>;
 
 /** Outcome counts by key, e.g. `{ "200": 40, "503 database_unavailable": 12 }`. */
 export function tally<T>(items: readonly T[], key: (item: T) => string): Record<string, number> {

@@ -5,17 +5,13 @@ import { WebSocket } from 'ws';
 export const wsUrl = (base: string, conversationId: string, token: string | null): string =>
   `${base.replace(/^http/, 'ws')}/conversations/${conversationId}/ws?token=${encodeURIComponent(token ?? '')}`;
 
-interface SocketOptions {
-  timeoutMs: number;
-  localAddress?: string;
-  onMessage?: (data: Buffer, atMicros: number) => void;
-  onClose?: (code: number) => void;
-}
+type SocketOptions = {
+  timeoutMs: number; localAddress?: string; onMessage?: (data: Buffer, atMicros: number) => void; onClose?: (code: number) => void;
+};
 
 /**
- * Opens a conversation socket and resolves once its first message, `ready`, arrived; then every
- * message goes to onMessage with its CLOCK_MONOTONIC µs arrival, and a close to onClose. It fails
- * with an error whose `kind` counts failures alike (ECONNRESET, http_503, ready_timeout, closed_1006...).
+ * Resolves once the socket's first message, `ready`, arrived; then every message goes to onMessage with its
+ * CLOCK_MONOTONIC µs arrival. Fails with an error whose `kind` counts failures alike (ECONNRESET, http_503, closed_1006...).
  */
 export function openReadySocket(url: string, options: SocketOptions): Promise<WebSocket> {
   const { timeoutMs, localAddress } = options;

@@ -7,7 +7,6 @@ import { randomBytes } from 'node:crypto';
 import { mkdtemp, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { pathToFileURL } from 'node:url';
 import { Redis } from 'ioredis';
 import { CONFIG_VARIABLES } from '../../src/config.ts';
 import { createTempDatabase } from '../../test/support/databases.ts';
@@ -16,84 +15,51 @@ import type { Launched, Log } from './children.ts';
 
 export type Engine = 'node' | 'uws';
 
-/** A child's environment: Troupe's variables are checked against src/config.ts, so a misspelt one fails here. */
-export function troupeEnv(settings: Record<string, string>): NodeJS.ProcessEnv {
-  const unknown = Object.keys(settings).filter((name) => !CONFIG_VARIABLES.includes(name) && !/^(BENCH_|NODE_ENV$)/.test(name));
-  if (unknown.length > 0) throw new Error(`not Troupe configuration variables (src/config.ts): ${unknown.join(', ')}`);
-  return childEnv(settings);
-}
-
 /**
- * engine: HTTP_ENGINE (unset: Troupe's default, auto, not checked); nodeBinary: a Node that can load
- * uWebSockets.js for uws; settings: more of Troupe's variables, the only other ones it gets;
- * cpuProfDir: run under --cpu-prof; probe: preload probe.ts (`gc` adds --expose-gc); fdLimit: raise
- * `ulimit -n` first; key null: none, as a fresh install; cwd: another checkout (bench:memory --compare).
+ * engine: HTTP_ENGINE (unset: Troupe's default, auto, not checked); nodeBinary: a Node that can load uWebSockets.js;
+ * settings: more of Troupe's variables, the only other ones it gets; cpuProfDir: run under --cpu-prof; probe: preload
+ * probe.ts (`gc` adds --expose-gc); fdLimit: raise `ulimit -n` first; key null: none, as a fresh install; cwd: another
+ * checkout (bench:memory --compare).
  */
-export interface TroupeOptions {
-  engine?: Engine;
-  nodeBinary?: string;
-  logLevel?: string;
-  upstream?: { url: string; model: string };
-  settings?: Record<string, string>;
-  nodeArgs?: readonly string[];
-  cpuProfDir?: string | null;
-  probe?: { gc?: boolean; loopResolutionMs?: number };
-  fdLimit?: number;
-  key?: string | null;
-  name?: string;
-  cwd?: string;
-  keepOutput?: boolean;
-  onSpawn?: (pid: number) => void;
-  readyTimeoutMs?: number;
-}
+export type TroupeOptions = {
+  engine?: Engine; nodeBinary?: string; logLevel?: string; upstream?: { url: string; model: string }; settings?: Record<string, string>;
+  nodeArgs?: readonly string[]; cpuProfDir?: string | null; probe?: { gc?: boolean; loopResolutionMs?: number }; fdLimit?: number;
+  key?: string | null; name?: string; cwd?: string; keepOutput?: boolean; onSpawn?: (pid: number) => void; readyTimeoutMs?: number;
+};
 
-/** `base`: http://127.0.0.1:<port> */
-export type Api = { base: string; auth: string };
-
-export interface Troupe extends Api {
-  child: Launched;
-  key: string | null;
-  /** SIGUSR2 to the probe: a full GC when exposed, memory figures, GC pauses and loop delay since the last call. */
-  probe(timeoutMs?: number): Promise<Record<string, unknown>>;
-  stop(graceMs?: number): Promise<string>;
-}
+type Api = { base: string; auth: string };
+/** probe(): SIGUSR2 to the probe: a full GC when exposed, memory figures, GC pauses and loop delay since the last call. */
+export type Troupe = Api & {
+  child: Launched; key: string | null; probe(timeoutMs?: number): Promise<Record<string, unknown>>; stop(graceMs?: number): Promise<string>;
+};
 
 export const newBootstrapKey = (): string => `sk-troupe-bench${randomBytes(12).toString('base64url')}`;
 
 export async function startTroupe(options: TroupeOptions): Promise<Troupe> {
+  const { upstream, probe, settings, logLevel = 'info', name = `troupe-${options.engine ?? 'auto'}` } = options;
   const key = options.key === undefined ? newBootstrapKey() : options.key;
-  const logLevel = options.logLevel ?? 'info';
-  const name = options.name ?? `troupe-${options.engine ?? 'auto'}`;
   // Below info Troupe does not log the line with its port: choose it first and poll /healthz.
   const logsReadyLine = ['info', 'debug', 'trace'].includes(logLevel);
   const port = logsReadyLine ? 0 : await freePort();
   const probeFile = options.probe ? join(tmpdir(), `troupe-bench-probe-${process.pid}-${randomBytes(4).toString('hex')}.json`) : null;
-  const { upstream, probe, settings } = options;
-  const env = troupeEnv({
-    PORT: String(port),
-    HOST: '127.0.0.1',
-    ...(options.engine ? { HTTP_ENGINE: options.engine } : {}),
+  const env: Record<string, string> = {
+    PORT: String(port), HOST: '127.0.0.1', LOG_LEVEL: logLevel, ...(options.engine ? { HTTP_ENGINE: options.engine } : {}),
     ...(settings?.DATABASE_URL || settings?.TROUPE_DATA_DIR ? {} : { TROUPE_DATA_DIR: 'memory://' }),
-    ...(key ? { TROUPE_BOOTSTRAP_KEY: key } : {}),
-    LOG_LEVEL: logLevel,
+    ...(key ? { TROUPE_BOOTSTRAP_KEY: key } : {}), ...(probeFile ? { BENCH_PROBE_FILE: probeFile } : {}),
     ...(upstream ? { INFERENCE_BASE_URL: upstream.url, INFERENCE_MODEL: upstream.model, INFERENCE_MAX_RETRIES: '0' } : {}),
-    ...(probeFile ? { BENCH_PROBE_FILE: probeFile } : {}),
     ...(probe?.loopResolutionMs ? { BENCH_LOOP_RESOLUTION_MS: String(probe.loopResolutionMs) } : {}),
     ...settings,
-  });
-  const probeModule = pathToFileURL(join(ROOT, 'loadtest/support/probe.ts')).href;
-  const probeArgs = probe ? [...(probe.gc ? ['--expose-gc'] : []), '--import', probeModule] : [];
+  };
+  // Troupe's variables are checked against src/config.ts, so a misspelt one fails here.
+  const unknown = Object.keys(env).filter((name) => !CONFIG_VARIABLES.includes(name) && !/^(BENCH_|NODE_ENV$)/.test(name));
+  if (unknown.length > 0) throw new Error(`not Troupe configuration variables (src/config.ts): ${unknown.join(', ')}`);
+  const probeArgs = probe ? [...(probe.gc ? ['--expose-gc'] : []), '--import', new URL('probe.ts', import.meta.url).href] : [];
   const profArgs = options.cpuProfDir ? ['--cpu-prof', `--cpu-prof-dir=${options.cpuProfDir}`] : [];
   const args = [...probeArgs, ...profArgs, ...(options.nodeArgs ?? []), 'src/main.ts'];
   const command = options.nodeBinary ?? process.execPath;
   const spec = {
-    name,
-    ...(options.fdLimit ? withFileLimit(options.fdLimit, command, args) : { command, args }),
-    env,
-    cwd: options.cwd ?? ROOT,
-    readyTimeoutMs: options.readyTimeoutMs ?? 90_000,
-    keepOutput: options.keepOutput,
-    onSpawn: options.onSpawn,
+    name, ...(options.fdLimit ? withFileLimit(options.fdLimit, command, args) : { command, args }), env: childEnv(env),
+    cwd: options.cwd ?? ROOT, readyTimeoutMs: options.readyTimeoutMs ?? 90_000, keepOutput: options.keepOutput, onSpawn: options.onSpawn,
   };
   const child = logsReadyLine ? await launch({ ...spec, readyMsg: 'troupe listening' }) : await launchPolled({ ...spec, port });
   if (options.engine && child.readyInfo.engine !== options.engine) {
@@ -102,10 +68,7 @@ export async function startTroupe(options: TroupeOptions): Promise<Troupe> {
   }
   let seq = 0;
   return {
-    child,
-    key,
-    base: `http://127.0.0.1:${child.port}`,
-    auth: `Bearer ${key}`,
+    child, key, base: `http://127.0.0.1:${child.port}`, auth: `Bearer ${key}`,
     async probe(timeoutMs = 20_000) {
       if (!probeFile) throw new Error(`${name} runs without the probe`);
       process.kill(child.pid, 'SIGUSR2');
@@ -124,10 +87,9 @@ export async function startTroupe(options: TroupeOptions): Promise<Troupe> {
   };
 }
 
-export type Store = { env: Record<string, string>; dispose: () => Promise<void> };
-
+type Store = { env: Record<string, string>; dispose: () => Promise<void>; url?: string; dir?: string };
 /** An empty store (a temporary PostgreSQL database or PGlite folder): Troupe's setting for it and how to remove it. */
-export async function freshStore(backend: 'postgres' | 'pglite', databaseUrl: string): Promise<Store & { url?: string; dir?: string }> {
+export async function freshStore(backend: 'postgres' | 'pglite', databaseUrl: string): Promise<Store> {
   if (backend === 'postgres') {
     const db = await createTempDatabase(databaseUrl);
     return { env: { DATABASE_URL: db.url }, url: db.url, dispose: db.drop };
@@ -152,21 +114,16 @@ export async function roomPlacement(redisUrl: string): Promise<Map<string, strin
   }
 }
 
-/** A JSON request to Troupe that must answer `expected`; its parsed body. */
 export async function callJson<T = unknown>(api: Api, method: string, path: string, body: unknown, expected: number): Promise<T> {
-  const res = await fetch(`${api.base}${path}`, {
-    method,
-    headers: { authorization: api.auth, 'content-type': 'application/json' },
-    body: body === undefined ? undefined : JSON.stringify(body),
-    signal: AbortSignal.timeout(30_000),
-  });
+  const headers = { authorization: api.auth, 'content-type': 'application/json' };
+  const json = body === undefined ? undefined : JSON.stringify(body);
+  const res = await fetch(`${api.base}${path}`, { method, headers, body: json, signal: AbortSignal.timeout(30_000) });
   const text = await res.text();
   if (res.status !== expected) throw new Error(`${method} ${path}: expected ${expected}, got ${res.status}: ${text.slice(0, 300)}`);
   return (text ? JSON.parse(text) : null) as T;
 }
 
 const DESCRIPTION = 'A gruff harbour master who hates pirates, used by the load tests.';
-
 /** `description` '' sends none. */
 export async function createCharacter(api: Api, name = 'Bench', description = DESCRIPTION): Promise<string> {
   const created = await callJson<{ id?: unknown }>(api, 'POST', '/characters', { name, ...(description ? { description } : {}) }, 201);
@@ -180,36 +137,27 @@ export const createConversation = async (api: Api, characterId: string): Promise
 export const postMessage = (api: Api, conversationId: string, content: string): Promise<unknown> =>
   callJson(api, 'POST', `/conversations/${conversationId}/messages`, { content }, 200);
 
-/**
- * A Node binary that can load uWebSockets.js: $UWS_NODE, else the last line `bash .ci/uws-node.sh`
- * prints (it may build a glibc-patched copy on first use). null with the reason when there is none.
- */
+/** A Node binary that can load uWebSockets.js: $UWS_NODE, else the last line `bash .ci/uws-node.sh` prints (it may build one). */
 export async function uwsEngineNode(wanted: boolean, log: Log): Promise<{ path: string | null; note: string }> {
   if (!wanted) return { path: null, note: 'not requested' };
+  const source = process.env.UWS_NODE?.trim() ? 'UWS_NODE' : '.ci/uws-node.sh';
   let candidate = process.env.UWS_NODE?.trim() ?? '';
-  const source = candidate ? 'UWS_NODE' : '.ci/uws-node.sh';
-  const failed = (note: string) => (log(`no uWS-capable node, uws skipped: ${note}`), { path: null, note });
-  const why = (err: unknown) => {
-    const e = err as Error & { stderr?: string; killed?: boolean };
-    // The last "Error:" line is the root cause (typically "version `GLIBC_2.38' not found").
-    const cause = e.stderr?.split('\n').filter((l) => /Error: |ERROR/.test(l)).at(-1) ?? e.message.split('\n')[0] ?? '?';
-    return e.killed ? 'timed out' : cause.slice(0, 300);
-  };
-  if (!candidate) {
-    try {
+  try {
+    if (!candidate) {
       const script = join(ROOT, '.ci', 'uws-node.sh');
       const { stdout } = await execFileAsync('bash', [script], { cwd: ROOT, timeout: 10 * 60_000, maxBuffer: 1 << 20 });
       candidate = stdout.trim().split('\n').at(-1)?.trim() ?? '';
-    } catch (err) {
-      return failed(`.ci/uws-node.sh failed: ${why(err)}`);
     }
-  }
-  try {
     await execFileAsync(candidate, ['--input-type=commonjs', '-e', 'require("uWebSockets.js")'], { cwd: ROOT, timeout: 30_000 });
   } catch (err) {
-    return failed(`${candidate} (from ${source}) cannot load uWebSockets.js: ${why(err)}`);
+    const e = err as Error & { stderr?: string; killed?: boolean };
+    // The last "Error:" line is the root cause (typically "version `GLIBC_2.38' not found").
+    const cause = (e.stderr?.split('\n').filter((l) => /Error: |ERROR/.test(l)).at(-1) ?? e.message.split('\n')[0] ?? '?').slice(0, 300);
+    const why = e.killed ? 'timed out' : cause;
+    const note = candidate ? `${candidate} (from ${source}) cannot load uWebSockets.js: ${why}` : `.ci/uws-node.sh failed: ${why}`;
+    log(`no uWS-capable node, uws skipped: ${note}`);
+    return { path: null, note };
   }
-
   log(`uWS-capable node: ${candidate} (from ${source})`);
   return { path: candidate, note: `${candidate} (from ${source})` };
 }
