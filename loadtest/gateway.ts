@@ -9,12 +9,13 @@
  *   reads    GET /characters/{id}, each server alone under autocannon (bench:http): Troupe on
  *            both engines and the bare node:http and uWS servers sending the same bytes.
  * Environment (defaults): BENCH_RATES (50,100,200), BENCH_DURATION s (10), BENCH_WARMUP s (2),
- * BENCH_CPU_RATE (100), BENCH_CPU_DURATION s (5), BENCH_PERFORM_RATE (50), BENCH_READ_CONNECTIONS (50),
- * BENCH_TOKENS (20), BENCH_CHUNK_DELAY_MS (2), BENCH_ENGINE for /v1 and perform (node), BENCH_LOG_LEVEL (info),
- * BENCH_PARTS (proxy,cpu,perform,reads), BENCH_TARGETS (pipe,troupe-upstream-model,troupe-character,portkey;
- * direct always runs), BENCH_CPU_PROF (1: Troupe under --cpu-prof, top frames in the report),
- * BENCH_QUIET_WAIT s (10: wait at most this long for the rest of the machine to use < 60% of a core),
- * UWS_NODE (else `bash .ci/uws-node.sh`). Writes loadtest/results/gateway-<stamp>.{json,md}.
+ * BENCH_CPU_RATE (100), BENCH_CPU_DURATION s (5; also each reads window), BENCH_PERFORM_RATE (50),
+ * BENCH_READ_CONNECTIONS (50), BENCH_TOKENS (20), BENCH_CHUNK_DELAY_MS (2), BENCH_ENGINE for /v1 and
+ * perform (node), BENCH_LOG_LEVEL (info), BENCH_PARTS (proxy,cpu,perform,reads), BENCH_TARGETS
+ * (pipe,troupe-upstream-model,troupe-character,portkey; direct always runs), BENCH_CPU_PROF (1: Troupe
+ * under --cpu-prof, top frames in the report), BENCH_QUIET_WAIT s (10: wait at most this long for the
+ * rest of the machine to use < 60% of a core), UWS_NODE (else `bash .ci/uws-node.sh`).
+ * Writes loadtest/results/gateway-<stamp>.{json,md}.
  */
 import { access } from 'node:fs/promises';
 import { homedir } from 'node:os';
@@ -22,16 +23,17 @@ import { join } from 'node:path';
 import { childEnv, execFileAsync, freePort, gitState, launchPolled, machine, runBench } from './support/children.ts';
 import type { Launched, Run } from './support/children.ts';
 import { envFlag, envList, envLogLevel, envNumber, envRates, envText } from './support/env.ts';
-import { monotonicUs, performTargets, requestOnce, runLoad, saturate, type HttpTarget } from './support/load.ts';
-import { processCpuSeconds, waitForQuiet } from './support/proc.ts';
+import { monotonicUs, performTargets, requestOnce, runLoad, saturate, type HttpTarget, type TargetRun } from './support/load.ts';
+import { processCpuSeconds, waitForQuiet, type CpuWindow } from './support/proc.ts';
 import { profileText } from './support/profile.ts';
-import { RESULTS_DIR, writeResults } from './support/report.ts';
+import { markdownTable, ms, RESULTS_DIR, summarize, writeResults } from './support/report.ts';
 import { callJson, createCharacter, startTroupe, uwsEngineNode, type Engine } from './support/troupe.ts';
 import { BENCH_MODEL, startServer, startUpstream } from './support/upstream.ts';
-import { gatewayMarkdown, phaseResult, type CpuRow, type GatewayResult } from './gateway-report.ts';
 
 const PARTS = ['proxy', 'cpu', 'perform', 'reads'] as const;
+/** The proxies compared, and their columns in the summary. */
 const PROXIES = ['pipe', 'troupe-upstream-model', 'troupe-character', 'portkey'] as const;
+const HEADINGS = ['bare pipe (floor)', 'Troupe, upstream model', 'Troupe, character as model', 'Portkey'];
 const cfg = {
   rates: envRates('BENCH_RATES', '50,100,200'),
   durationSec: envNumber('BENCH_DURATION', 10, 1, false),
@@ -53,44 +55,60 @@ if (cfg.engine !== 'node' && cfg.engine !== 'uws') throw new Error(`BENCH_ENGINE
 const MESSAGES = [{ role: 'user', content: 'The fog is thick tonight. Which ships came in, and did any of them fly a black flag?' }];
 const PORTKEY_VERSION = '1.15.2';
 
-function chatTarget(label: string, port: number, model: string, stream: boolean, headers: Record<string, string>): HttpTarget {
+type Mode = 'streaming' | 'non-streaming';
+type Phase = ReturnType<typeof phaseResult>;
+type CpuRow = {
+  label: string; process: string; rate: number; calls: number; failures: number; cpuMsPerCall: number | null;
+  stream?: boolean; engine?: string; latencyMs?: { p50: number; p99: number };
+};
+const result = {
+  config: cfg, machine: machine(), git: { head: '', dirtySrc: [] as string[] }, startedAt: '',
+  proxy: [] as (Phase & { rate: number; mode: Mode; cpuPercent: CpuWindow | null })[],
+  cpu: [] as CpuRow[],
+  perform: null as (Phase & { rate: number }) | null,
+  reads: [] as CpuRow[],
+  notes: [] as string[],
+  /** With BENCH_CPU_PROF: Troupe's top frames. */
+  profile: null as string | null,
+};
+
+/** Per target: percentiles, failures, generator lag (p99 ms: large means the client was slow) and each percentile minus direct's. */
+function phaseResult(runs: readonly TargetRun[]) {
+  const direct = runs.find((r) => r.label === 'direct');
+  const [directTtfc, directTotal] = [summarize(direct?.ttfc ?? []), summarize(direct?.total ?? [])];
+  return {
+    targets: runs.map((r) => {
+      const [ttfc, total] = [summarize(r.ttfc), summarize(r.total)];
+      return {
+        label: r.label, scheduled: r.scheduled, ok: r.ok, failures: r.scheduled - r.ok, errors: r.errors,
+        errorSample: Object.values(r.errorSamples)[0] ?? null,
+        ttfc: { p50: ttfc.p50, p99: ttfc.p99 }, total: { p50: total.p50, p99: total.p99 }, lagP99: summarize(r.lag).p99,
+        added: {
+          ttfcP50: ttfc.p50 - directTtfc.p50, ttfcP99: ttfc.p99 - directTtfc.p99,
+          totalP50: total.p50 - directTotal.p50, totalP99: total.p99 - directTotal.p99,
+        },
+      };
+    }),
+  };
+}
+
+type ChatTarget = HttpTarget & { server: Launched };
+
+function chatTarget(label: string, server: Launched, model: string, headers: Record<string, string>, stream: boolean): ChatTarget {
   const body = stream
     ? { model, messages: MESSAGES, stream: true, stream_options: { include_usage: true } }
     : { model, messages: MESSAGES, stream: false };
   return {
-    label, port, method: 'POST', path: '/v1/chat/completions', body: Buffer.from(JSON.stringify(body)), stream,
+    label, server, port: server.port, method: 'POST', path: '/v1/chat/completions', body: Buffer.from(JSON.stringify(body)), stream,
     headers: { 'content-type': 'application/json', authorization: 'Bearer sk-bench-upstream', ...headers },
   };
-}
-
-/** One request per target, which must succeed; returns the labels that failed, with why. */
-async function preflight(targets: readonly HttpTarget[]): Promise<Record<string, string>> {
-  const failed: Record<string, string> = {};
-  for (const target of targets) {
-    const got = await requestOnce(target);
-    if (got.failure !== null) failed[target.label] = `${got.failure}: ${got.detail}`;
-  }
-  return failed;
 }
 
 const cpuPerCall = (before: number | null, after: number | null, calls: number) =>
   before === null || after === null || calls === 0 ? null : ((after - before) * 1000) / calls;
 
-/** Loads `target` alone and returns the CPU `server` spent per measured request. */
-async function cpuAlone(target: HttpTarget, server: Launched): Promise<CpuRow> {
-  const cpu: Record<'start' | 'end', number | null> = { start: null, end: null };
-  const onWindow = (edge: 'start' | 'end') => void (cpu[edge] = processCpuSeconds(server.pid));
-  const [run] = await runLoad([target], { rate: cfg.cpuRate, warmupSec: 1, durationSec: cfg.cpuDurationSec, onWindow });
-  const calls = run?.scheduled ?? 0;
-  const cpuMsPerCall = cpuPerCall(cpu.start, cpu.end, calls);
-  return { label: target.label, process: server.name, rate: cfg.cpuRate, calls, failures: calls - (run?.ok ?? 0), cpuMsPerCall };
-}
-
-/**
- * Portkey's open-source gateway (the peer, not the subject): installed on first use into a cache
- * folder (never a project dependency) and started headless. Without it the run goes on, and says so.
- */
-async function startPortkey(result: GatewayResult, log: Run['log']): Promise<Launched | null> {
+/** Portkey's open-source gateway (the peer): installed on first use into a cache folder, never a project dependency. */
+async function startPortkey(log: Run['log']): Promise<Launched | null> {
   try {
     const dir = join(process.env.XDG_CACHE_HOME?.trim() || join(homedir(), '.cache'), 'troupe-bench', `portkey-${PORTKEY_VERSION}`);
     const script = join(dir, 'node_modules', '@portkey-ai', 'gateway', 'build', 'start-server.js');
@@ -100,38 +118,25 @@ async function startPortkey(result: GatewayResult, log: Run['log']): Promise<Lau
       await execFileAsync('npm', args, { timeout: 300_000, maxBuffer: 1 << 24 });
     }
     const port = await freePort();
-    const args = [script, `--port=${port}`, '--headless'];
     const env = childEnv({ NODE_ENV: 'production' });
-    const options = { name: 'portkey', command: process.execPath, args, env, cwd: join(script, '..'), port, healthPath: '/' };
-    return await launchPolled({ ...options, readyTimeoutMs: 30_000 });
+    const args = [script, `--port=${port}`, '--headless'];
+    return await launchPolled({ name: 'portkey', command: process.execPath, args, env, cwd: join(script, '..'), port, healthPath: '/',
+      readyTimeoutMs: 30_000 });
   } catch (err) {
+    // Without the peer the run goes on, and says so.
     result.notes.push(`Portkey's gateway could not be installed or started, so it is missing: ${(err as Error).message.split('\n')[0]}`);
     return null;
   }
 }
 
-runBench('bench:gateway', 60 * 60_000, async (run) => {
-  const result: GatewayResult = {
-    config: cfg, machine: machine(), git: await gitState(), startedAt: new Date(run.started).toISOString(),
-    proxy: [], cpu: [], perform: null, reads: [], notes: [], profile: null,
-  };
-  const uwsNode = cfg.engine === 'uws' || cfg.parts.includes('reads') ? (await uwsEngineNode(true, run.log)).path : null;
-  if (cfg.engine === 'uws' && uwsNode === null) throw new Error('BENCH_ENGINE=uws but no Node here can load uWebSockets.js');
-  if (cfg.parts.some((p) => p !== 'reads')) await chatParts(result, run, uwsNode);
-  if (cfg.parts.includes('reads')) await reads(result, run, uwsNode);
-  const markdown = gatewayMarkdown(result);
-  const paths = await writeResults('gateway', run.stamp, result, markdown);
-  process.stdout.write(`${markdown}\n\nWrote ${paths.json}\nand ${paths.markdown}\n`);
-});
-
 /** With BENCH_CPU_PROF: the top frames of the profile Troupe wrote into `dir` on its way out. */
-async function addProfile(result: GatewayResult, dir: string, label: string, window: { start: number; end: number }): Promise<void> {
+async function addProfile(dir: string, label: string, window: { start: number; end: number }): Promise<void> {
   const text = cfg.cpuProf ? await profileText(dir, window, label) : null;
   if (text) result.profile = [result.profile, text].filter(Boolean).join('\n\n');
 }
 
 /** proxy, cpu and perform: one upstream, the pipe, one Troupe and Portkey, stopped at the end. */
-async function chatParts(result: GatewayResult, { stamp, log }: Run, uwsNode: string | null): Promise<void> {
+async function chatParts({ stamp, log }: Run, uwsNode: string | null): Promise<void> {
   const upstream = await startUpstream({ BENCH_REPLY_TOKENS: String(cfg.tokens), BENCH_REPLY_GAP_MS: String(cfg.chunkDelayMs) });
   const upstreamV1 = `http://127.0.0.1:${upstream.port}/v1`;
   const pipe = await startServer(['pipe'], { BENCH_UPSTREAM_PORT: String(upstream.port) });
@@ -142,34 +147,38 @@ async function chatParts(result: GatewayResult, { stamp, log }: Run, uwsNode: st
   });
   const characterId = await createCharacter(troupe);
   const wantsPortkey = cfg.proxies.includes('portkey') && (cfg.parts.includes('proxy') || cfg.parts.includes('cpu'));
-  const portkey = wantsPortkey ? await startPortkey(result, log) : null;
-  log(`upstream :${upstream.port}, pipe :${pipe.port}, troupe-${cfg.engine} :${troupe.child.port}` +
-    `${portkey ? `, portkey :${portkey.port}` : ''}`);
-  const troupeHeaders = { authorization: troupe.auth };
-  const servers: Record<string, Launched> = { direct: upstream, pipe, 'troupe-upstream-model': troupe.child,
-    'troupe-character': troupe.child };
-  if (portkey) servers.portkey = portkey;
+  const portkey = wantsPortkey ? await startPortkey(log) : null;
+  const ports = [upstream, pipe, troupe.child, portkey].map((c) => (c ? `${c.name} :${c.port}` : null));
+  log(ports.filter(Boolean).join(', '));
+  const auth = { authorization: troupe.auth };
   const portkeyHeaders = { 'x-portkey-provider': 'openai', 'x-portkey-custom-host': upstreamV1 };
-  const targetsFor = (stream: boolean): HttpTarget[] => [
-    chatTarget('direct', upstream.port, BENCH_MODEL, stream, {}),
-    ...[
-      chatTarget('pipe', pipe.port, BENCH_MODEL, stream, {}),
-      chatTarget('troupe-upstream-model', troupe.child.port, BENCH_MODEL, stream, troupeHeaders),
-      chatTarget('troupe-character', troupe.child.port, characterId, stream, troupeHeaders),
-      ...(portkey ? [chatTarget('portkey', portkey.port, BENCH_MODEL, stream, portkeyHeaders)] : []),
-    ].filter((t) => (cfg.proxies as readonly string[]).includes(t.label)),
-  ];
-  const failedStream = await preflight(targetsFor(true));
-  const failedPlain = await preflight(targetsFor(false));
-  for (const [label, why] of Object.entries({ ...failedStream, ...failedPlain })) log(`pre-flight failed for ${label}: ${why}`);
-  if (failedStream.portkey) {
-    const why = failedStream.portkey.slice(0, 200);
-    result.notes.push(`Portkey's streaming pre-flight failed (${why}), so it is compared on non-streaming calls only.`);
-  }
-  const broken = Object.keys({ ...failedStream, ...failedPlain }).filter((l) => l !== 'portkey');
-  if (broken.length > 0) throw new Error(`pre-flight failed for ${broken.join(', ')}`);
-  const streamTargets = targetsFor(true).filter((t) => !failedStream[t.label]);
-  const plainTargets = targetsFor(false).filter((t) => !failedPlain[t.label]);
+  const wanted = ['direct', ...cfg.proxies];
+  // Every target answers one request first; Portkey's failures only drop it from that mode (its stream fails on this upstream).
+  const targetsFor = async (stream: boolean): Promise<ChatTarget[]> => {
+    const all = [
+      chatTarget('direct', upstream, BENCH_MODEL, {}, stream),
+      chatTarget('pipe', pipe, BENCH_MODEL, {}, stream),
+      chatTarget('troupe-upstream-model', troupe.child, BENCH_MODEL, auth, stream),
+      chatTarget('troupe-character', troupe.child, characterId, auth, stream),
+      ...(portkey ? [chatTarget('portkey', portkey, BENCH_MODEL, portkeyHeaders, stream)] : []),
+    ].filter((t) => wanted.includes(t.label));
+    const passed: ChatTarget[] = [];
+    for (const target of all) {
+      const got = await requestOnce(target);
+      if (got.failure === null) {
+        passed.push(target);
+        continue;
+      }
+      const why = `${got.failure}: ${got.detail}`;
+      if (target.label !== 'portkey') throw new Error(`pre-flight failed for ${target.label}: ${why}`);
+      log(`pre-flight failed for portkey: ${why}`);
+      const [mode, other] = stream ? ['streaming', 'non-streaming'] : ['non-streaming', 'streaming'];
+      result.notes.push(`Portkey's ${mode} pre-flight failed (${why.slice(0, 200)}), so it is compared on ${other} calls only.`);
+    }
+    return passed;
+  };
+  const streamTargets = await targetsFor(true);
+  const plainTargets = await targetsFor(false);
   const processes = { upstream, pipe, troupe: troupe.child, ...(portkey ? { portkey } : {}) };
   const watched = Object.entries(processes).map(([name, c]) => ({ name, pid: c.pid }));
   const measuredFrom = monotonicUs();
@@ -183,10 +192,14 @@ async function chatParts(result: GatewayResult, { stamp, log }: Run, uwsNode: st
     }
   }
   for (const target of cfg.parts.includes('cpu') ? [...streamTargets, ...plainTargets] : []) {
-    const server = servers[target.label];
-    if (!server) continue;
-    log(`cpu: ${target.label} ${target.stream ? 'streaming' : 'non-streaming'} alone at ${cfg.cpuRate} req/s`);
-    result.cpu.push({ ...(await cpuAlone(target, server)), stream: target.stream === true });
+    const { server, stream = false } = target;
+    log(`cpu: ${target.label} ${stream ? 'streaming' : 'non-streaming'} alone at ${cfg.cpuRate} req/s`);
+    const cpu: Record<'start' | 'end', number | null> = { start: null, end: null };
+    const onWindow = (edge: 'start' | 'end') => void (cpu[edge] = processCpuSeconds(server.pid));
+    const [run] = await runLoad([target], { rate: cfg.cpuRate, warmupSec: 1, durationSec: cfg.cpuDurationSec, onWindow });
+    const calls = run?.scheduled ?? 0;
+    result.cpu.push({ label: target.label, process: server.name, rate: cfg.cpuRate, calls, failures: calls - (run?.ok ?? 0),
+      cpuMsPerCall: cpuPerCall(cpu.start, cpu.end, calls), stream });
   }
   if (cfg.parts.includes('perform')) {
     log(`perform: POST /perform and the direct streamed call interleaved at ${cfg.performRate} req/s each`);
@@ -197,11 +210,11 @@ async function chatParts(result: GatewayResult, { stamp, log }: Run, uwsNode: st
   const measuredTo = monotonicUs();
   // A graceful stop lets --cpu-prof write its profile.
   await Promise.all([pipe.stop(), portkey?.stop(), troupe.stop(30_000), upstream.stop()]);
-  await addProfile(result, profDir, `troupe-${cfg.engine}, proxy/cpu/perform`, { start: measuredFrom, end: measuredTo });
+  await addProfile(profDir, `troupe-${cfg.engine}, proxy/cpu/perform`, { start: measuredFrom, end: measuredTo });
 }
 
 /** GET /characters/{id}: each server alone under autocannon, Troupe on both engines against the bare servers. */
-async function reads(result: GatewayResult, { stamp, log }: Run, uwsNode: string | null): Promise<void> {
+async function reads({ stamp, log }: Run, uwsNode: string | null): Promise<void> {
   if (!uwsNode) result.notes.push('No Node here can load uWebSockets.js: the uWS read rows are missing.');
   for (const engine of uwsNode ? (['uws', 'node'] as const) : (['node'] as const)) {
     const nodeBinary = engine === 'uws' ? (uwsNode ?? undefined) : undefined;
@@ -224,11 +237,138 @@ async function reads(result: GatewayResult, { stamp, log }: Run, uwsNode: string
       const calls = stats.totalRequests;
       result.reads.push({
         engine, label: 'read', process: server.name, rate: Math.round(stats.requestsPerSec), calls, failures: stats.failures,
-        cpuMsPerCall: cpuPerCall(before, processCpuSeconds(server.pid), calls),
-        latencyMs: { p50: stats.latencyMs.p50, p99: stats.latencyMs.p99 },
+        cpuMsPerCall: cpuPerCall(before, processCpuSeconds(server.pid), calls), latencyMs: stats.latencyMs,
       });
     }
     await Promise.all([bare.stop(), troupe.stop(30_000)]);
-    await addProfile(result, profDir, `troupe-${engine}, reads`, window);
+    await addProfile(profDir, `troupe-${engine}, reads`, window);
   }
 }
+
+const rates = () => [...new Set(result.proxy.map((p) => p.rate))];
+const find = (rate: number, mode: Mode, label: string) =>
+  result.proxy.find((p) => p.rate === rate && p.mode === mode)?.targets.find((t) => t.label === label);
+const cpuOf = (label: string, stream: boolean) => result.cpu.find((c) => c.label === label && c.stream === stream)?.cpuMsPerCall;
+
+/** The issue's table: per rate, each proxy's percentiles minus direct's and its failures; then CPU per call. */
+function summaryTable(): string {
+  const rows = rates().flatMap((rate) => {
+    const row = (name: string, cell: (label: string) => string) => [`${name} @ ${rate}/s`, ...PROXIES.map(cell)];
+    const added = (mode: Mode, key: keyof Phase['targets'][number]['added']) => (label: string) => ms(find(rate, mode, label)?.added[key]);
+    const failures = (label: string) => {
+      const [s, n] = [find(rate, 'streaming', label), find(rate, 'non-streaming', label)];
+      return s || n ? `${s?.failures ?? '—'} / ${n?.failures ?? '—'}` : '—';
+    };
+    return [
+      row('streaming, time to first content, p50', added('streaming', 'ttfcP50')),
+      row('streaming, time to first content, p99', added('streaming', 'ttfcP99')),
+      row('non-streaming, total, p50', added('non-streaming', 'totalP50')),
+      row('non-streaming, total, p99', added('non-streaming', 'totalP99')),
+      row('failures (streaming / non-streaming)', failures),
+    ];
+  });
+  for (const stream of result.cpu.length > 0 ? [true, false] : []) {
+    const what = `server CPU per ${stream ? 'stream' : 'non-streaming call'} at ${result.cpu[0]?.rate} req/s`;
+    rows.push([what, ...PROXIES.map((label) => ms(cpuOf(label, stream)))]);
+  }
+  return markdownTable(['added to direct (ms)', ...HEADINGS], rows, 'lrrrr');
+}
+
+/** Absolute figures of every target, direct included. */
+function detailTable(): string {
+  const rows = result.proxy.flatMap((p) => p.targets.map((t) => [
+    p.rate, p.mode, t.label, ms(t.ttfc.p50), ms(t.ttfc.p99), ms(t.total.p50), ms(t.total.p99), `${t.ok}/${t.scheduled}`,
+    Object.entries(t.errors).map(([k, n]) => `${k}:${n}`).join(' ') || '0', ms(t.lagP99), p.cpuPercent?.other?.toFixed(0) ?? '?',
+  ]));
+  return markdownTable(['req/s', 'mode', 'target', 'first content p50', 'p99', 'total p50', 'p99', 'ok', 'errors', 'client lag p99',
+    'other CPU %'], rows, 'rllrrrrrrrr');
+}
+
+function performTable(): string {
+  const [p, d] = ['perform', 'direct'].map((label) => result.perform?.targets.find((t) => t.label === label));
+  if (!p || !d) return '';
+  const pair = (t: typeof p) => `${ms(t.total.p50)} / ${ms(t.total.p99)}`;
+  return markdownTable(['at req/s', 'direct total p50 / p99', 'POST /perform total p50 / p99', 'added p50', 'added p99', 'failures'],
+    [[cfg.performRate, pair(d), pair(p), ms(p.added.totalP50), ms(p.added.totalP99), `${p.failures} / ${d.failures}`]], 'rrrrrr');
+}
+
+function readsTable(): string {
+  const bareUws = result.reads.find((c) => c.process === 'bare-uws')?.rate;
+  const rows = result.reads.map((c) => [
+    c.engine ?? '?', c.process, c.rate, bareUws ? (c.rate / bareUws).toFixed(2) : '—', ms(c.latencyMs?.p50), ms(c.latencyMs?.p99),
+    c.failures, c.cpuMsPerCall === null ? '—' : `${(c.cpuMsPerCall * 1000).toFixed(1)} µs`,
+  ]);
+  return markdownTable(['engine', 'server', 'req/s', 'req/s ÷ bare uWS', 'p50 (ms)', 'p99 (ms)', 'non-2xx / errors',
+    'server CPU per request'], rows, 'llrrrrrr');
+}
+
+/** Issue 12 item 2, goal by goal; a goal whose figures were not all measured is left out. */
+function goalsTable(): string {
+  const rows: string[][] = [];
+  const goal = (name: string, figures: (number | null | undefined)[], test: (...v: number[]) => boolean) => {
+    const known = figures.filter((f): f is number => typeof f === 'number' && Number.isFinite(f));
+    if (known.length === figures.length) rows.push([name, test(...known) ? 'met' : '**not met**']);
+  };
+  const added = (rate: number, mode: Mode, label: string) => find(rate, mode, label)?.added;
+  for (const rate of rates()) {
+    const [f, t] = [added(rate, 'streaming', 'pipe'), added(rate, 'streaming', 'troupe-character')];
+    goal(`streaming first content @ ${rate}/s: added p50 ≤ floor + 0.3 ms, p99 ≤ 2x floor`, [f?.ttfcP50, t?.ttfcP50, f?.ttfcP99,
+      t?.ttfcP99], (f50, t50, f99, t99) => t50 <= f50 + 0.3 && t99 <= 2 * Math.max(f99, 0));
+  }
+  const top = Math.max(...rates());
+  const topFailures = ['troupe-character', 'troupe-upstream-model'].map((label) => find(top, 'streaming', label)?.failures);
+  if (result.proxy.length > 0) goal(`no streaming failures at ${top}/s`, topFailures, (...f) => f.every((x) => x === 0));
+  goal('CPU per stream ≤ 1.5x floor', [cpuOf('troupe-character', true), cpuOf('pipe', true)], (t, f) => t <= 1.5 * f);
+  goal("CPU per non-streaming call below Portkey's", [cpuOf('troupe-character', false), cpuOf('portkey', false)], (t, p) => t < p);
+  for (const rate of rates()) {
+    const [t, p] = [added(rate, 'non-streaming', 'troupe-character'), added(rate, 'non-streaming', 'portkey')];
+    goal(`non-streaming added p50 and p99 below Portkey's @ ${rate}/s`, [t?.totalP50, p?.totalP50, t?.totalP99, p?.totalP99],
+      (t50, p50, t99, p99) => t50 < p50 && t99 < p99);
+  }
+  const perform = result.perform?.targets.find((t) => t.label === 'perform')?.added;
+  goal('perform added p50 ≤ 1 ms, p99 ≤ 3 ms', [perform?.totalP50, perform?.totalP99], (p50, p99) => p50 <= 1 && p99 <= 3);
+  for (const engine of ['uws', 'node']) {
+    const [troupe, bare] = ['troupe', 'bare'].map((name) => result.reads.find((c) => c.engine === engine && c.process.startsWith(name)));
+    goal(`GET /characters/{id} CPU ≤ 2x bare ${engine}`, [troupe?.cpuMsPerCall, bare?.cpuMsPerCall], (t, b) => t <= 2 * b);
+  }
+  return rows.length > 0 ? markdownTable(['goal', 'verdict'], rows, 'll') : '';
+}
+
+/** Windows where the machine was busy with other work, or the client fell behind its schedule. */
+function noiseWarning(): string[] {
+  const noisy = result.proxy.filter((p) => (p.cpuPercent?.other ?? 0) > 40 || p.targets.some((t) => t.lagP99 > 10));
+  const what = noisy.map((p) => `${p.mode} @ ${p.rate}/s (others ${p.cpuPercent?.other?.toFixed(0) ?? '?'}% of a core, ` +
+    `client lag p99 up to ${Math.max(...p.targets.map((t) => t.lagP99)).toFixed(0)} ms)`);
+  return noisy.length > 0 ? [`WARNING: noisy windows, their tails include waiting for CPU taken by other work: ${what.join('; ')}.`] : [];
+}
+
+const LEGEND = "Added = the target's percentile minus the direct call's percentile in the same interleaved schedule (ms). " +
+  'CPU per call: the proxying process alone under load, from /proc (10 ms ticks), divided by the calls of the window. ' +
+  '"client lag" = how late the generator sent (a busy machine); "other CPU %" = % of one core used by processes outside the bench.';
+
+function gatewayMarkdown(): string {
+  const notes = [...result.notes, ...noiseWarning()];
+  const goals = goalsTable();
+  const changed = result.git.dirtySrc.length > 0 ? `, src/ changed: ${result.git.dirtySrc.length} files` : '';
+  return [
+    `## bench:gateway, ${result.startedAt} (HEAD ${result.git.head}${changed})`,
+    ...(result.proxy.length > 0 || result.cpu.length > 0 ? [summaryTable(), LEGEND] : []),
+    ...(result.proxy.length > 0 ? ['### Every target', detailTable()] : []),
+    ...(result.perform ? ['### Perform', performTable()] : []),
+    ...(result.reads.length > 0 ? ['### GET /characters/{id} (autocannon, each server alone; bench:http)', readsTable()] : []),
+    ...(goals ? ['### Goals (issue 12, item 2)', goals] : []),
+    ...(notes.length > 0 ? ['### Notes', notes.map((n) => `- ${n}`).join('\n')] : []),
+    ...(result.profile ? ['### CPU profile of Troupe', `\`\`\`\n${result.profile}\n\`\`\``] : []),
+  ].join('\n\n');
+}
+
+runBench('bench:gateway', 60 * 60_000, async (run) => {
+  Object.assign(result, { git: await gitState(), startedAt: new Date(run.started).toISOString() });
+  const uwsNode = cfg.engine === 'uws' || cfg.parts.includes('reads') ? (await uwsEngineNode(true, run.log)).path : null;
+  if (cfg.engine === 'uws' && uwsNode === null) throw new Error('BENCH_ENGINE=uws but no Node here can load uWebSockets.js');
+  if (cfg.parts.some((p) => p !== 'reads')) await chatParts(run, uwsNode);
+  if (cfg.parts.includes('reads')) await reads(run, uwsNode);
+  const markdown = gatewayMarkdown();
+  const paths = await writeResults('gateway', run.stamp, result, markdown);
+  process.stdout.write(`${markdown}\n\nWrote ${paths.json}\nand ${paths.markdown}\n`);
+});
