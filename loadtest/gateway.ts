@@ -1,23 +1,17 @@
 /**
- * `npm run bench:gateway`: what Troupe adds to an OpenAI-compatible call, next to a floor (a bare
- * node:http pipe proxy) and a peer (Portkey's gateway), over one fake upstream streaming
- * BENCH_TOKENS chunks BENCH_CHUNK_DELAY_MS apart. Parts (BENCH_PARTS):
- *   proxy    per rate, the streaming targets interleaved in one schedule, then the non-streaming
- *            ones; added = target percentile minus direct percentile of the same schedule.
- *   cpu      each proxying process loaded alone at BENCH_CPU_RATE: its CPU per call (/proc).
- *   perform  POST /perform interleaved with the upstream request Troupe made for it, replayed.
- *   reads    GET /characters/{id}, each server alone under autocannon (bench:http): Troupe on
- *            both engines and the bare node:http and uWS servers sending the same bytes.
- * Environment (defaults): BENCH_RATES (50,100,200), BENCH_DURATION s (10), BENCH_WARMUP s (2),
- * BENCH_CPU_RATE (100), BENCH_CPU_DURATION s (5; also each reads window), BENCH_PERFORM_RATE (50),
- * BENCH_READ_CONNECTIONS (50), BENCH_TOKENS (20), BENCH_CHUNK_DELAY_MS (2), BENCH_ENGINE for /v1 and
- * perform (node), BENCH_LOG_LEVEL (info), BENCH_PARTS (proxy,cpu,perform,reads), BENCH_TARGETS
- * (pipe,troupe-upstream-model,troupe-character,portkey; direct always runs), BENCH_CPU_PROF (1: Troupe
- * under --cpu-prof, top frames in the report), BENCH_QUIET_WAIT s (10: wait at most this long for the
- * rest of the machine to use < 60% of a core), UWS_NODE (else `bash .ci/uws-node.sh`).
- * Writes loadtest/results/gateway-<stamp>.{json,md}.
+ * `npm run bench:gateway`: what Troupe adds to an OpenAI-compatible call next to a floor (a bare node:http pipe proxy) and a
+ * peer (Portkey's gateway), over one fake upstream streaming BENCH_TOKENS chunks BENCH_CHUNK_DELAY_MS apart. Parts
+ * (BENCH_PARTS): proxy (per rate, the targets interleaved in one schedule; added = a percentile minus direct's), cpu (each
+ * process loaded alone: CPU per call), perform (POST /perform against the upstream request it made, replayed), reads
+ * (GET /characters/{id} under autocannon, Troupe on both engines against bare servers sending the same bytes; bench:http).
+ * Environment (defaults): BENCH_RATES (50,100,200), BENCH_DURATION s (10), BENCH_WARMUP s (2), BENCH_CPU_RATE (100),
+ * BENCH_CPU_DURATION s (5; also each reads window), BENCH_PERFORM_RATE (50), BENCH_READ_CONNECTIONS (50), BENCH_TOKENS (20),
+ * BENCH_CHUNK_DELAY_MS (2), BENCH_ENGINE for /v1 and perform (node), BENCH_LOG_LEVEL (info), BENCH_PARTS (all four),
+ * BENCH_TARGETS (pipe,troupe-upstream-model,troupe-character,portkey; direct always runs), BENCH_CPU_PROF (1: Troupe under
+ * --cpu-prof, top frames in the report), BENCH_QUIET_WAIT s (10: wait at most this long for the rest of the machine to use
+ * < 60% of a core), UWS_NODE (else `bash .ci/uws-node.sh`). Writes loadtest/results/gateway-<stamp>.{json,md}.
  */
-import { access } from 'node:fs/promises';
+import { existsSync } from 'node:fs';
 import { homedir } from 'node:os';
 import { join } from 'node:path';
 import { childEnv, execFileAsync, freePort, gitState, launchPolled, machine, runBench } from './support/children.ts';
@@ -26,12 +20,12 @@ import { envFlag, envList, envLogLevel, envNumber, envRates, envText } from './s
 import { monotonicUs, performTargets, requestOnce, runLoad, saturate, type HttpTarget, type TargetRun } from './support/load.ts';
 import { processCpuSeconds, waitForQuiet, type CpuWindow } from './support/proc.ts';
 import { profileText } from './support/profile.ts';
-import { markdownTable, ms, RESULTS_DIR, summarize, writeResults } from './support/report.ts';
+import { fixed, markdownTable, ms, RESULTS_DIR, summarize, writeResults } from './support/report.ts';
 import { callJson, createCharacter, startTroupe, uwsEngineNode, type Engine } from './support/troupe.ts';
 import { BENCH_MODEL, startServer, startUpstream } from './support/upstream.ts';
 
 const PARTS = ['proxy', 'cpu', 'perform', 'reads'] as const;
-/** The proxies compared, and their columns in the summary. */
+/** The proxies compared, in the summary's column order. */
 const PROXIES = ['pipe', 'troupe-upstream-model', 'troupe-character', 'portkey'] as const;
 const HEADINGS = ['bare pipe (floor)', 'Troupe, upstream model', 'Troupe, character as model', 'Portkey'];
 const cfg = {
@@ -57,10 +51,9 @@ const PORTKEY_VERSION = '1.15.2';
 
 type Mode = 'streaming' | 'non-streaming';
 type Phase = ReturnType<typeof phaseResult>;
-type CpuRow = {
-  label: string; process: string; rate: number; calls: number; failures: number; cpuMsPerCall: number | null;
-  stream?: boolean; engine?: string; latencyMs?: { p50: number; p99: number };
-};
+/** cpuMsPerCall is NaN (null in the JSON) where /proc could not be read. */
+type CpuRow = { label: string; process: string; rate: number; calls: number; failures: number; cpuMsPerCall: number; stream?: boolean;
+  engine?: string; latencyMs?: { p50: number; p99: number } };
 const result = {
   config: cfg, machine: machine(), git: { head: '', dirtySrc: [] as string[] }, startedAt: '',
   proxy: [] as (Phase & { rate: number; mode: Mode; cpuPercent: CpuWindow | null })[],
@@ -68,60 +61,36 @@ const result = {
   perform: null as (Phase & { rate: number }) | null,
   reads: [] as CpuRow[],
   notes: [] as string[],
-  /** With BENCH_CPU_PROF: Troupe's top frames. */
   profile: null as string | null,
 };
 
-/** Per target: percentiles, failures, generator lag (p99 ms: large means the client was slow) and each percentile minus direct's. */
+/** Per target: p50/p99, failures, generator lag (p99 ms: large means the client was slow) and each percentile minus direct's. */
 function phaseResult(runs: readonly TargetRun[]) {
+  const p50p99 = (values: readonly number[]) => ({ p50: summarize(values).p50, p99: summarize(values).p99 });
   const direct = runs.find((r) => r.label === 'direct');
-  const [directTtfc, directTotal] = [summarize(direct?.ttfc ?? []), summarize(direct?.total ?? [])];
-  return {
-    targets: runs.map((r) => {
-      const [ttfc, total] = [summarize(r.ttfc), summarize(r.total)];
-      return {
-        label: r.label, scheduled: r.scheduled, ok: r.ok, failures: r.scheduled - r.ok, errors: r.errors,
-        errorSample: Object.values(r.errorSamples)[0] ?? null,
-        ttfc: { p50: ttfc.p50, p99: ttfc.p99 }, total: { p50: total.p50, p99: total.p99 }, lagP99: summarize(r.lag).p99,
-        added: {
-          ttfcP50: ttfc.p50 - directTtfc.p50, ttfcP99: ttfc.p99 - directTtfc.p99,
-          totalP50: total.p50 - directTotal.p50, totalP99: total.p99 - directTotal.p99,
-        },
-      };
-    }),
-  };
+  const [directTtfc, directTotal] = [p50p99(direct?.ttfc ?? []), p50p99(direct?.total ?? [])];
+  const targets = runs.map((r) => {
+    const [ttfc, total] = [p50p99(r.ttfc), p50p99(r.total)];
+    const added = { ttfcP50: ttfc.p50 - directTtfc.p50, ttfcP99: ttfc.p99 - directTtfc.p99, totalP50: total.p50 - directTotal.p50,
+      totalP99: total.p99 - directTotal.p99 };
+    return { label: r.label, scheduled: r.scheduled, ok: r.ok, failures: r.scheduled - r.ok, errors: r.errors,
+      errorSample: Object.values(r.errorSamples)[0] ?? null, ttfc, total, lagP99: summarize(r.lag).p99, added };
+  });
+  return { targets };
 }
 
-type ChatTarget = HttpTarget & { server: Launched };
-
-function chatTarget(label: string, server: Launched, model: string, headers: Record<string, string>, stream: boolean): ChatTarget {
-  const body = stream
-    ? { model, messages: MESSAGES, stream: true, stream_options: { include_usage: true } }
-    : { model, messages: MESSAGES, stream: false };
-  return {
-    label, server, port: server.port, method: 'POST', path: '/v1/chat/completions', body: Buffer.from(JSON.stringify(body)), stream,
-    headers: { 'content-type': 'application/json', authorization: 'Bearer sk-bench-upstream', ...headers },
-  };
-}
-
-const cpuPerCall = (before: number | null, after: number | null, calls: number) =>
-  before === null || after === null || calls === 0 ? null : ((after - before) * 1000) / calls;
+const cpuPerCall = (before: number | null, after: number | null, calls: number) => ((after ?? NaN) - (before ?? NaN)) * 1000 / calls;
 
 /** Portkey's open-source gateway (the peer): installed on first use into a cache folder, never a project dependency. */
-async function startPortkey(log: Run['log']): Promise<Launched | null> {
+async function startPortkey(): Promise<Launched | null> {
   try {
     const dir = join(process.env.XDG_CACHE_HOME?.trim() || join(homedir(), '.cache'), 'troupe-bench', `portkey-${PORTKEY_VERSION}`);
     const script = join(dir, 'node_modules', '@portkey-ai', 'gateway', 'build', 'start-server.js');
-    if (!(await access(script).then(() => true, () => false))) {
-      log(`installing @portkey-ai/gateway@${PORTKEY_VERSION} into ${dir}`);
-      const args = ['install', '--prefix', dir, '--no-save', '--no-audit', '--no-fund', `@portkey-ai/gateway@${PORTKEY_VERSION}`];
-      await execFileAsync('npm', args, { timeout: 300_000, maxBuffer: 1 << 24 });
-    }
+    const install = ['install', '--prefix', dir, '--no-save', '--no-audit', '--no-fund', `@portkey-ai/gateway@${PORTKEY_VERSION}`];
+    if (!existsSync(script)) await execFileAsync('npm', install, { timeout: 300_000, maxBuffer: 1 << 24 });
     const port = await freePort();
-    const env = childEnv({ NODE_ENV: 'production' });
-    const args = [script, `--port=${port}`, '--headless'];
-    return await launchPolled({ name: 'portkey', command: process.execPath, args, env, cwd: join(script, '..'), port, healthPath: '/',
-      readyTimeoutMs: 30_000 });
+    return await launchPolled({ name: 'portkey', command: process.execPath, args: [script, `--port=${port}`, '--headless'], port,
+      env: childEnv({ NODE_ENV: 'production' }), cwd: join(script, '..'), healthPath: '/', readyTimeoutMs: 30_000 });
   } catch (err) {
     // Without the peer the run goes on, and says so.
     result.notes.push(`Portkey's gateway could not be installed or started, so it is missing: ${(err as Error).message.split('\n')[0]}`);
@@ -147,59 +116,55 @@ async function chatParts({ stamp, log }: Run, uwsNode: string | null): Promise<v
   });
   const characterId = await createCharacter(troupe);
   const wantsPortkey = cfg.proxies.includes('portkey') && (cfg.parts.includes('proxy') || cfg.parts.includes('cpu'));
-  const portkey = wantsPortkey ? await startPortkey(log) : null;
-  const ports = [upstream, pipe, troupe.child, portkey].map((c) => (c ? `${c.name} :${c.port}` : null));
-  log(ports.filter(Boolean).join(', '));
-  const auth = { authorization: troupe.auth };
+  const portkey = wantsPortkey ? await startPortkey() : null;
+  const troupeHeaders = { authorization: troupe.auth };
   const portkeyHeaders = { 'x-portkey-provider': 'openai', 'x-portkey-custom-host': upstreamV1 };
-  const wanted = ['direct', ...cfg.proxies];
-  // Every target answers one request first; Portkey's failures only drop it from that mode (its stream fails on this upstream).
-  const targetsFor = async (stream: boolean): Promise<ChatTarget[]> => {
-    const all = [
-      chatTarget('direct', upstream, BENCH_MODEL, {}, stream),
-      chatTarget('pipe', pipe, BENCH_MODEL, {}, stream),
-      chatTarget('troupe-upstream-model', troupe.child, BENCH_MODEL, auth, stream),
-      chatTarget('troupe-character', troupe.child, characterId, auth, stream),
-      ...(portkey ? [chatTarget('portkey', portkey, BENCH_MODEL, portkeyHeaders, stream)] : []),
-    ].filter((t) => wanted.includes(t.label));
-    const passed: ChatTarget[] = [];
-    for (const target of all) {
+  const candidates: [string, Launched | null, string, Record<string, string>][] = [
+    ['direct', upstream, BENCH_MODEL, {}],
+    ['pipe', pipe, BENCH_MODEL, {}],
+    ['troupe-upstream-model', troupe.child, BENCH_MODEL, troupeHeaders],
+    ['troupe-character', troupe.child, characterId, troupeHeaders],
+    ['portkey', portkey, BENCH_MODEL, portkeyHeaders],
+  ];
+  /** The chosen targets in one mode that answer a first request; only Portkey may fail it (its streaming does on this upstream). */
+  const targetsFor = async (stream: boolean) => {
+    const passed: (HttpTarget & { server: Launched })[] = [];
+    for (const [label, server, model, headers] of candidates) {
+      if (!server || (label !== 'direct' && !(cfg.proxies as string[]).includes(label))) continue;
+      const body = { model, messages: MESSAGES, stream, ...(stream ? { stream_options: { include_usage: true } } : {}) };
+      const target = { label, server, port: server.port, method: 'POST' as const, path: '/v1/chat/completions', stream,
+        body: Buffer.from(JSON.stringify(body)), headers: { 'content-type': 'application/json', authorization: 'Bearer sk-bench-upstream',
+          ...headers } };
       const got = await requestOnce(target);
-      if (got.failure === null) {
-        passed.push(target);
-        continue;
-      }
-      const why = `${got.failure}: ${got.detail}`;
-      if (target.label !== 'portkey') throw new Error(`pre-flight failed for ${target.label}: ${why}`);
-      log(`pre-flight failed for portkey: ${why}`);
-      const [mode, other] = stream ? ['streaming', 'non-streaming'] : ['non-streaming', 'streaming'];
-      result.notes.push(`Portkey's ${mode} pre-flight failed (${why.slice(0, 200)}), so it is compared on ${other} calls only.`);
+      const why = `${got.failure}: ${got.detail}`.slice(0, 200);
+      if (got.failure === null) passed.push(target);
+      else if (label !== 'portkey') throw new Error(`pre-flight failed for ${label}: ${why}`);
+      else result.notes.push(`Portkey's ${stream ? '' : 'non-'}streaming pre-flight failed (${why}), so it is compared on ` +
+        `${stream ? 'non-' : ''}streaming calls only.`);
     }
     return passed;
   };
-  const streamTargets = await targetsFor(true);
-  const plainTargets = await targetsFor(false);
+  const [streamTargets, plainTargets] = [await targetsFor(true), await targetsFor(false)];
   const processes = { upstream, pipe, troupe: troupe.child, ...(portkey ? { portkey } : {}) };
   const watched = Object.entries(processes).map(([name, c]) => ({ name, pid: c.pid }));
   const measuredFrom = monotonicUs();
   for (const rate of cfg.parts.includes('proxy') ? cfg.rates : []) {
     for (const [mode, targets] of [['streaming', streamTargets], ['non-streaming', plainTargets]] as const) {
-      const quiet = await waitForQuiet(cfg.quietWaitSec, 60, watched);
-      const others = quiet.otherPercent?.toFixed(0) ?? '?';
+      const others = (await waitForQuiet(cfg.quietWaitSec, 60, watched)).otherPercent?.toFixed(0) ?? '?';
       log(`proxy: ${mode} at ${rate} req/s per target (${targets.length} targets interleaved; others used ${others}% of a core before)`);
       const runs = await runLoad(targets, { rate, warmupSec: cfg.warmupSec, durationSec: cfg.durationSec, watch: watched });
       result.proxy.push({ rate, mode, ...phaseResult(runs), cpuPercent: runs[0]?.cpu ?? null });
     }
   }
   for (const target of cfg.parts.includes('cpu') ? [...streamTargets, ...plainTargets] : []) {
-    const { server, stream = false } = target;
-    log(`cpu: ${target.label} ${stream ? 'streaming' : 'non-streaming'} alone at ${cfg.cpuRate} req/s`);
-    const cpu: Record<'start' | 'end', number | null> = { start: null, end: null };
-    const onWindow = (edge: 'start' | 'end') => void (cpu[edge] = processCpuSeconds(server.pid));
+    const { label, server, stream } = target;
+    log(`cpu: ${label} ${stream ? 'streaming' : 'non-streaming'} alone at ${cfg.cpuRate} req/s`);
+    const cpu: (number | null)[] = [];
+    const onWindow = () => void cpu.push(processCpuSeconds(server.pid));
     const [run] = await runLoad([target], { rate: cfg.cpuRate, warmupSec: 1, durationSec: cfg.cpuDurationSec, onWindow });
     const calls = run?.scheduled ?? 0;
-    result.cpu.push({ label: target.label, process: server.name, rate: cfg.cpuRate, calls, failures: calls - (run?.ok ?? 0),
-      cpuMsPerCall: cpuPerCall(cpu.start, cpu.end, calls), stream });
+    result.cpu.push({ label, process: server.name, rate: cfg.cpuRate, calls, failures: calls - (run?.ok ?? 0),
+      cpuMsPerCall: cpuPerCall(cpu[0] ?? null, cpu[1] ?? null, calls), stream });
   }
   if (cfg.parts.includes('perform')) {
     log(`perform: POST /perform and the direct streamed call interleaved at ${cfg.performRate} req/s each`);
@@ -225,20 +190,17 @@ async function reads({ stamp, log }: Run, uwsNode: string | null): Promise<void>
     const bare = await startServer(['bare', engine], { BENCH_BODY: body }, nodeBinary);
     // The same (ignored by the bare server) header both ways, so requests are byte for byte alike.
     const headers = { authorization: troupe.auth };
-    const window = { start: 0, end: 0 };
+    let window = { start: 0, end: 0 };
     for (const server of [troupe.child, bare]) {
       log(`reads: ${server.name} alone, autocannon with ${cfg.readConnections} connections`);
       const load = { url: `http://127.0.0.1:${server.port}/characters/${id}`, connections: cfg.readConnections, headers };
       await saturate({ ...load, durationSec: 1 });
-      const before = processCpuSeconds(server.pid);
-      if (server === troupe.child) window.start = monotonicUs();
+      const [before, start] = [processCpuSeconds(server.pid), monotonicUs()];
       const stats = await saturate({ ...load, durationSec: cfg.cpuDurationSec });
-      if (server === troupe.child) window.end = monotonicUs();
-      const calls = stats.totalRequests;
-      result.reads.push({
-        engine, label: 'read', process: server.name, rate: Math.round(stats.requestsPerSec), calls, failures: stats.failures,
-        cpuMsPerCall: cpuPerCall(before, processCpuSeconds(server.pid), calls), latencyMs: stats.latencyMs,
-      });
+      if (server === troupe.child) window = { start, end: monotonicUs() };
+      result.reads.push({ engine, label: 'read', process: server.name, rate: Math.round(stats.requestsPerSec), calls: stats.totalRequests,
+        failures: stats.failures, cpuMsPerCall: cpuPerCall(before, processCpuSeconds(server.pid), stats.totalRequests),
+        latencyMs: stats.latencyMs });
     }
     await Promise.all([bare.stop(), troupe.stop(30_000)]);
     await addProfile(profDir, `troupe-${engine}, reads`, window);
@@ -253,32 +215,31 @@ const cpuOf = (label: string, stream: boolean) => result.cpu.find((c) => c.label
 /** The issue's table: per rate, each proxy's percentiles minus direct's and its failures; then CPU per call. */
 function summaryTable(): string {
   const rows = rates().flatMap((rate) => {
-    const row = (name: string, cell: (label: string) => string) => [`${name} @ ${rate}/s`, ...PROXIES.map(cell)];
     const added = (mode: Mode, key: keyof Phase['targets'][number]['added']) => (label: string) => ms(find(rate, mode, label)?.added[key]);
     const failures = (label: string) => {
       const [s, n] = [find(rate, 'streaming', label), find(rate, 'non-streaming', label)];
       return s || n ? `${s?.failures ?? '—'} / ${n?.failures ?? '—'}` : '—';
     };
-    return [
-      row('streaming, time to first content, p50', added('streaming', 'ttfcP50')),
-      row('streaming, time to first content, p99', added('streaming', 'ttfcP99')),
-      row('non-streaming, total, p50', added('non-streaming', 'totalP50')),
-      row('non-streaming, total, p99', added('non-streaming', 'totalP99')),
-      row('failures (streaming / non-streaming)', failures),
-    ];
+    return ([
+      ['streaming, time to first content, p50', added('streaming', 'ttfcP50')],
+      ['streaming, time to first content, p99', added('streaming', 'ttfcP99')],
+      ['non-streaming, total, p50', added('non-streaming', 'totalP50')],
+      ['non-streaming, total, p99', added('non-streaming', 'totalP99')],
+      ['failures (streaming / non-streaming)', failures],
+    ] as const).map(([name, cell]) => [`${name} @ ${rate}/s`, ...PROXIES.map(cell)]);
   });
   for (const stream of result.cpu.length > 0 ? [true, false] : []) {
-    const what = `server CPU per ${stream ? 'stream' : 'non-streaming call'} at ${result.cpu[0]?.rate} req/s`;
-    rows.push([what, ...PROXIES.map((label) => ms(cpuOf(label, stream)))]);
+    const name = `server CPU per ${stream ? 'stream' : 'non-streaming call'} at ${cfg.cpuRate} req/s`;
+    rows.push([name, ...PROXIES.map((label) => ms(cpuOf(label, stream)))]);
   }
   return markdownTable(['added to direct (ms)', ...HEADINGS], rows, 'lrrrr');
 }
 
-/** Absolute figures of every target, direct included. */
+/** Absolute figures of every target, direct included; "client lag": how late the generator sent, "other CPU %": the rest of the machine. */
 function detailTable(): string {
   const rows = result.proxy.flatMap((p) => p.targets.map((t) => [
     p.rate, p.mode, t.label, ms(t.ttfc.p50), ms(t.ttfc.p99), ms(t.total.p50), ms(t.total.p99), `${t.ok}/${t.scheduled}`,
-    Object.entries(t.errors).map(([k, n]) => `${k}:${n}`).join(' ') || '0', ms(t.lagP99), p.cpuPercent?.other?.toFixed(0) ?? '?',
+    Object.entries(t.errors).map(([k, n]) => `${k}:${n}`).join(' ') || '0', ms(t.lagP99), fixed(p.cpuPercent?.other, 0, '?'),
   ]));
   return markdownTable(['req/s', 'mode', 'target', 'first content p50', 'p99', 'total p50', 'p99', 'ok', 'errors', 'client lag p99',
     'other CPU %'], rows, 'rllrrrrrrrr');
@@ -294,10 +255,8 @@ function performTable(): string {
 
 function readsTable(): string {
   const bareUws = result.reads.find((c) => c.process === 'bare-uws')?.rate;
-  const rows = result.reads.map((c) => [
-    c.engine ?? '?', c.process, c.rate, bareUws ? (c.rate / bareUws).toFixed(2) : '—', ms(c.latencyMs?.p50), ms(c.latencyMs?.p99),
-    c.failures, c.cpuMsPerCall === null ? '—' : `${(c.cpuMsPerCall * 1000).toFixed(1)} µs`,
-  ]);
+  const rows = result.reads.map((c) => [c.engine ?? '?', c.process, c.rate, bareUws ? (c.rate / bareUws).toFixed(2) : '—',
+    ms(c.latencyMs?.p50), ms(c.latencyMs?.p99), c.failures, `${fixed(c.cpuMsPerCall * 1000, 1)} µs`]);
   return markdownTable(['engine', 'server', 'req/s', 'req/s ÷ bare uWS', 'p50 (ms)', 'p99 (ms)', 'non-2xx / errors',
     'server CPU per request'], rows, 'llrrrrrr');
 }
@@ -305,9 +264,9 @@ function readsTable(): string {
 /** Issue 12 item 2, goal by goal; a goal whose figures were not all measured is left out. */
 function goalsTable(): string {
   const rows: string[][] = [];
-  const goal = (name: string, figures: (number | null | undefined)[], test: (...v: number[]) => boolean) => {
-    const known = figures.filter((f): f is number => typeof f === 'number' && Number.isFinite(f));
-    if (known.length === figures.length) rows.push([name, test(...known) ? 'met' : '**not met**']);
+  const goal = (name: string, figures: (number | undefined)[], test: (...v: number[]) => boolean) => {
+    const known = figures.filter((f): f is number => Number.isFinite(f));
+    if (known.length === figures.length) rows.push([name, test(...known) ? 'MET' : 'NOT met']);
   };
   const added = (rate: number, mode: Mode, label: string) => find(rate, mode, label)?.added;
   for (const rate of rates()) {
@@ -317,7 +276,7 @@ function goalsTable(): string {
   }
   const top = Math.max(...rates());
   const topFailures = ['troupe-character', 'troupe-upstream-model'].map((label) => find(top, 'streaming', label)?.failures);
-  if (result.proxy.length > 0) goal(`no streaming failures at ${top}/s`, topFailures, (...f) => f.every((x) => x === 0));
+  goal(`no streaming failures at ${top}/s`, topFailures, (...f) => f.every((x) => x === 0));
   goal('CPU per stream ≤ 1.5x floor', [cpuOf('troupe-character', true), cpuOf('pipe', true)], (t, f) => t <= 1.5 * f);
   goal("CPU per non-streaming call below Portkey's", [cpuOf('troupe-character', false), cpuOf('portkey', false)], (t, p) => t < p);
   for (const rate of rates()) {
@@ -334,41 +293,25 @@ function goalsTable(): string {
   return rows.length > 0 ? markdownTable(['goal', 'verdict'], rows, 'll') : '';
 }
 
-/** Windows where the machine was busy with other work, or the client fell behind its schedule. */
-function noiseWarning(): string[] {
-  const noisy = result.proxy.filter((p) => (p.cpuPercent?.other ?? 0) > 40 || p.targets.some((t) => t.lagP99 > 10));
-  const what = noisy.map((p) => `${p.mode} @ ${p.rate}/s (others ${p.cpuPercent?.other?.toFixed(0) ?? '?'}% of a core, ` +
-    `client lag p99 up to ${Math.max(...p.targets.map((t) => t.lagP99)).toFixed(0)} ms)`);
-  return noisy.length > 0 ? [`WARNING: noisy windows, their tails include waiting for CPU taken by other work: ${what.join('; ')}.`] : [];
-}
-
-const LEGEND = "Added = the target's percentile minus the direct call's percentile in the same interleaved schedule (ms). " +
-  'CPU per call: the proxying process alone under load, from /proc (10 ms ticks), divided by the calls of the window. ' +
-  '"client lag" = how late the generator sent (a busy machine); "other CPU %" = % of one core used by processes outside the bench.';
-
-function gatewayMarkdown(): string {
-  const notes = [...result.notes, ...noiseWarning()];
-  const goals = goalsTable();
-  const changed = result.git.dirtySrc.length > 0 ? `, src/ changed: ${result.git.dirtySrc.length} files` : '';
-  return [
-    `## bench:gateway, ${result.startedAt} (HEAD ${result.git.head}${changed})`,
-    ...(result.proxy.length > 0 || result.cpu.length > 0 ? [summaryTable(), LEGEND] : []),
-    ...(result.proxy.length > 0 ? ['### Every target', detailTable()] : []),
-    ...(result.perform ? ['### Perform', performTable()] : []),
-    ...(result.reads.length > 0 ? ['### GET /characters/{id} (autocannon, each server alone; bench:http)', readsTable()] : []),
-    ...(goals ? ['### Goals (issue 12, item 2)', goals] : []),
-    ...(notes.length > 0 ? ['### Notes', notes.map((n) => `- ${n}`).join('\n')] : []),
-    ...(result.profile ? ['### CPU profile of Troupe', `\`\`\`\n${result.profile}\n\`\`\``] : []),
-  ].join('\n\n');
-}
-
 runBench('bench:gateway', 60 * 60_000, async (run) => {
   Object.assign(result, { git: await gitState(), startedAt: new Date(run.started).toISOString() });
   const uwsNode = cfg.engine === 'uws' || cfg.parts.includes('reads') ? (await uwsEngineNode(true, run.log)).path : null;
   if (cfg.engine === 'uws' && uwsNode === null) throw new Error('BENCH_ENGINE=uws but no Node here can load uWebSockets.js');
   if (cfg.parts.some((p) => p !== 'reads')) await chatParts(run, uwsNode);
   if (cfg.parts.includes('reads')) await reads(run, uwsNode);
-  const markdown = gatewayMarkdown();
+  const { proxy, cpu, perform, reads: readRows, notes, profile, git } = result;
+  const goals = goalsTable();
+  const changed = git.dirtySrc.length > 0 ? `, src/ changed: ${git.dirtySrc.length} files` : '';
+  const markdown = [
+    `## bench:gateway, ${result.startedAt} (HEAD ${git.head}${changed})`,
+    ...(proxy.length > 0 || cpu.length > 0 ? [summaryTable()] : []),
+    ...(proxy.length > 0 ? ['### Every target', detailTable()] : []),
+    ...(perform ? ['### Perform', performTable()] : []),
+    ...(readRows.length > 0 ? ['### GET /characters/{id} (autocannon, each server alone; bench:http)', readsTable()] : []),
+    ...(goals ? ['### Goals (issue 12, item 2)', goals] : []),
+    ...(notes.length > 0 ? ['### Notes', notes.map((n) => `- ${n}`).join('\n')] : []),
+    ...(profile ? ['### CPU profile of Troupe', `\`\`\`\n${profile}\n\`\`\``] : []),
+  ].join('\n\n');
   const paths = await writeResults('gateway', run.stamp, result, markdown);
   process.stdout.write(`${markdown}\n\nWrote ${paths.json}\nand ${paths.markdown}\n`);
 });
