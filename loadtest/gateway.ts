@@ -29,21 +29,13 @@ const PARTS = ['proxy', 'cpu', 'perform', 'reads'] as const;
 const PROXIES = ['pipe', 'troupe-upstream-model', 'troupe-character', 'portkey'] as const;
 const HEADINGS = ['bare pipe (floor)', 'Troupe, upstream model', 'Troupe, character as model', 'Portkey'];
 const cfg = {
-  rates: envRates('BENCH_RATES', '50,100,200'),
-  durationSec: envNumber('BENCH_DURATION', 10, 1, false),
-  warmupSec: envNumber('BENCH_WARMUP', 2, 0, false),
-  cpuRate: envNumber('BENCH_CPU_RATE', 100, 1, false),
-  cpuDurationSec: envNumber('BENCH_CPU_DURATION', 5, 1, false),
-  performRate: envNumber('BENCH_PERFORM_RATE', 50, 1, false),
-  readConnections: envNumber('BENCH_READ_CONNECTIONS', 50, 1),
-  tokens: envNumber('BENCH_TOKENS', 20, 1),
-  chunkDelayMs: envNumber('BENCH_CHUNK_DELAY_MS', 2, 0),
-  engine: (envText('BENCH_ENGINE') ?? 'node') as Engine,
-  logLevel: envLogLevel('BENCH_LOG_LEVEL', 'info'),
-  parts: envList('BENCH_PARTS', PARTS),
-  proxies: envList('BENCH_TARGETS', PROXIES),
-  cpuProf: envFlag('BENCH_CPU_PROF'),
-  quietWaitSec: envNumber('BENCH_QUIET_WAIT', 10, 0, false),
+  rates: envRates('BENCH_RATES', '50,100,200'), durationSec: envNumber('BENCH_DURATION', 10, 1, false),
+  warmupSec: envNumber('BENCH_WARMUP', 2, 0, false), cpuRate: envNumber('BENCH_CPU_RATE', 100, 1, false),
+  cpuDurationSec: envNumber('BENCH_CPU_DURATION', 5, 1, false), performRate: envNumber('BENCH_PERFORM_RATE', 50, 1, false),
+  readConnections: envNumber('BENCH_READ_CONNECTIONS', 50, 1), tokens: envNumber('BENCH_TOKENS', 20, 1),
+  chunkDelayMs: envNumber('BENCH_CHUNK_DELAY_MS', 2, 0), engine: (envText('BENCH_ENGINE') ?? 'node') as Engine,
+  logLevel: envLogLevel('BENCH_LOG_LEVEL', 'info'), parts: envList('BENCH_PARTS', PARTS), proxies: envList('BENCH_TARGETS', PROXIES),
+  cpuProf: envFlag('BENCH_CPU_PROF'), quietWaitSec: envNumber('BENCH_QUIET_WAIT', 10, 0, false),
 };
 if (cfg.engine !== 'node' && cfg.engine !== 'uws') throw new Error(`BENCH_ENGINE must be node or uws, got '${String(cfg.engine)}'`);
 const MESSAGES = [{ role: 'user', content: 'The fog is thick tonight. Which ships came in, and did any of them fly a black flag?' }];
@@ -56,17 +48,13 @@ type CpuRow = { label: string; process: string; rate: number; calls: number; fai
   engine?: string; latencyMs?: { p50: number; p99: number } };
 const result = {
   config: cfg, machine: machine(), git: { head: '', dirtySrc: [] as string[] }, startedAt: '',
-  proxy: [] as (Phase & { rate: number; mode: Mode; cpuPercent: CpuWindow | null })[],
-  cpu: [] as CpuRow[],
-  perform: null as (Phase & { rate: number }) | null,
-  reads: [] as CpuRow[],
-  notes: [] as string[],
-  profile: null as string | null,
+  proxy: [] as (Phase & { rate: number; mode: Mode; cpuPercent: CpuWindow | null })[], cpu: [] as CpuRow[],
+  perform: null as (Phase & { rate: number }) | null, reads: [] as CpuRow[], notes: [] as string[], profile: null as string | null,
 };
 
 /** Per target: p50/p99, failures, generator lag (p99 ms: large means the client was slow) and each percentile minus direct's. */
 function phaseResult(runs: readonly TargetRun[]) {
-  const p50p99 = (values: readonly number[]) => ({ p50: summarize(values).p50, p99: summarize(values).p99 });
+  const p50p99 = (values: readonly number[]) => (({ p50, p99 }) => ({ p50, p99 }))(summarize(values));
   const direct = runs.find((r) => r.label === 'direct');
   const [directTtfc, directTotal] = [p50p99(direct?.ttfc ?? []), p50p99(direct?.total ?? [])];
   const targets = runs.map((r) => {
@@ -110,21 +98,18 @@ async function chatParts({ stamp, log }: Run, uwsNode: string | null): Promise<v
   const upstreamV1 = `http://127.0.0.1:${upstream.port}/v1`;
   const pipe = await startServer(['pipe'], { BENCH_UPSTREAM_PORT: String(upstream.port) });
   const profDir = join(RESULTS_DIR, `cpuprof-gateway-${stamp}`);
-  const troupe = await startTroupe({
-    engine: cfg.engine, nodeBinary: cfg.engine === 'uws' ? (uwsNode ?? undefined) : undefined, logLevel: cfg.logLevel,
-    upstream: { url: upstreamV1, model: BENCH_MODEL }, cpuProfDir: cfg.cpuProf ? profDir : null,
-  });
+  const troupe = await startTroupe({ engine: cfg.engine, nodeBinary: cfg.engine === 'uws' ? (uwsNode ?? undefined) : undefined,
+    logLevel: cfg.logLevel, upstream: { url: upstreamV1, model: BENCH_MODEL }, cpuProfDir: cfg.cpuProf ? profDir : null });
   const characterId = await createCharacter(troupe);
   const wantsPortkey = cfg.proxies.includes('portkey') && (cfg.parts.includes('proxy') || cfg.parts.includes('cpu'));
   const portkey = wantsPortkey ? await startPortkey() : null;
   const troupeHeaders = { authorization: troupe.auth };
-  const portkeyHeaders = { 'x-portkey-provider': 'openai', 'x-portkey-custom-host': upstreamV1 };
   const candidates: [string, Launched | null, string, Record<string, string>][] = [
     ['direct', upstream, BENCH_MODEL, {}],
     ['pipe', pipe, BENCH_MODEL, {}],
     ['troupe-upstream-model', troupe.child, BENCH_MODEL, troupeHeaders],
     ['troupe-character', troupe.child, characterId, troupeHeaders],
-    ['portkey', portkey, BENCH_MODEL, portkeyHeaders],
+    ['portkey', portkey, BENCH_MODEL, { 'x-portkey-provider': 'openai', 'x-portkey-custom-host': upstreamV1 }],
   ];
   /** The chosen targets in one mode that answer a first request; only Portkey may fail it (its streaming does on this upstream). */
   const targetsFor = async (stream: boolean) => {
@@ -145,8 +130,8 @@ async function chatParts({ stamp, log }: Run, uwsNode: string | null): Promise<v
     return passed;
   };
   const [streamTargets, plainTargets] = [await targetsFor(true), await targetsFor(false)];
-  const processes = { upstream, pipe, troupe: troupe.child, ...(portkey ? { portkey } : {}) };
-  const watched = Object.entries(processes).map(([name, c]) => ({ name, pid: c.pid }));
+  const named = { upstream, pipe, troupe: troupe.child, portkey };
+  const watched = Object.entries(named).flatMap(([name, c]) => (c ? [{ name, pid: c.pid }] : []));
   const measuredFrom = monotonicUs();
   for (const rate of cfg.parts.includes('proxy') ? cfg.rates : []) {
     for (const [mode, targets] of [['streaming', streamTargets], ['non-streaming', plainTargets]] as const) {

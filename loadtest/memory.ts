@@ -5,10 +5,8 @@
  * BENCH_DATABASE_URL (postgres://postgres@127.0.0.1:5432/test), BENCH_COMPARE (label=/path/to/other/checkout: measured in
  * the same run, interleaved run by run, so both share the machine's noise). Writes loadtest/results/memory-<stamp>.{json,md}.
  */
-import { randomBytes } from 'node:crypto';
 import { existsSync } from 'node:fs';
-import { readFile, rm } from 'node:fs/promises';
-import { availableParallelism, cpus, tmpdir, totalmem } from 'node:os';
+import { availableParallelism, cpus, totalmem } from 'node:os';
 import { join, resolve } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { logger, ROOT, runBench } from './support/children.ts';
@@ -21,12 +19,6 @@ const BACKENDS = ['pglite', 'postgres'] as const;
 type Backend = (typeof BACKENDS)[number];
 const STARTS = ['first', 'restart'] as const;
 const MB = 2 ** 20;
-/** Packages that load only in the parser worker (or the voice worker), never in the server at start. */
-const NOT_AT_START = ['pdf-parse', 'pdfjs-dist', 'mammoth', 'htmlparser2', 'tesseract.js', 'tesseract.js-core', '@tesseract.js-data',
-  'jszip', '@livekit/agents', '@livekit/rtc-node', 'onnxruntime-node'];
-/** Preloaded for one start per checkout and backend: logs every module Troupe resolves to $BENCH_MODULE_LOG. */
-const MODULE_HOOK = 'data:text/javascript,' + encodeURIComponent("import{registerHooks}from'node:module';import{appendFileSync}from" +
-  "'node:fs';const f=process.env.BENCH_MODULE_LOG;registerHooks({resolve(s,c,n){const r=n(s,c);appendFileSync(f,r.url+'\\n');return r}});");
 const log = logger('memory');
 if (process.argv.length > 2) throw new Error('bench:memory takes BENCH_* variables (see loadtest/memory.ts), not arguments');
 const cfg = {
@@ -48,51 +40,32 @@ const sumRss = (pids: number[]) => pids.reduce((sum, p) => sum + (processMemory(
 const mb = (bytes: number) => Math.round((bytes / MB) * 10) / 10;
 
 /** One start: time to listening, the peaks (VmHWM; the process tree's RSS sampled every 50 ms), idle RSS, then a graceful stop. */
-async function measureStart(dir: string, settings: Record<string, string>, nodeArgs: string[] = []) {
+async function measureStart(dir: string, settings: Record<string, string>) {
   const t0 = performance.now();
-  const seen = { pid: 0, treePeak: 0, processes: 1 };
+  const seen = { treePeak: 0, processes: 1 };
+  let pid = 0;
   const sample = () => {
-    const tree = seen.pid ? processTree(seen.pid) : [];
+    const tree = pid ? processTree(pid) : [];
     seen.processes = Math.max(seen.processes, tree.length);
     seen.treePeak = Math.max(seen.treePeak, sumRss(tree));
   };
   const sampler = setInterval(sample, 50);
   let troupe: Troupe | null = null;
   try {
-    troupe = await startTroupe({ cwd: dir, settings, nodeArgs, key: null, readyTimeoutMs: 120_000, onSpawn: (pid) => (seen.pid = pid) });
+    troupe = await startTroupe({ cwd: dir, settings, key: null, readyTimeoutMs: 120_000, onSpawn: (p) => (pid = p) });
     const startupMs = Math.round(performance.now() - t0);
     await sleep(cfg.settleMs);
     for (const path of ['/healthz', '/readyz']) await callJson(troupe, 'GET', path, undefined, 200);
     const idle: number[] = [];
-    for (const end = performance.now() + cfg.idleWindowMs; performance.now() < end; await sleep(100)) {
-      idle.push(sumRss(processTree(seen.pid)));
-    }
+    for (const end = performance.now() + cfg.idleWindowMs; performance.now() < end; await sleep(100)) idle.push(sumRss(processTree(pid)));
     sample();
-    const mem = processMemory(seen.pid);
+    const mem = processMemory(pid);
     if (!mem) throw new Error('troupe exited while measured');
     const { treePeak, processes } = seen;
     return { startupMs, peakMb: mb(mem.peakRss), treePeakMb: mb(treePeak), idleRssMb: mb(median(idle)), processes, threads: mem.threads };
   } finally {
     clearInterval(sampler);
     await troupe?.stop(15_000);
-  }
-}
-
-/** Runs `measure` on an empty store of `backend`, which is removed after. */
-async function onFreshStore<T>(backend: Backend, measure: (env: Record<string, string>) => Promise<T>): Promise<T> {
-  const storage = await freshStore(backend, cfg.databaseUrl);
-  return measure(storage.env).finally(storage.dispose);
-}
-
-/** Which NOT_AT_START packages one start with the module hook resolved. */
-async function modulesAtStart(dir: string, backend: Backend): Promise<string[]> {
-  const logFile = join(tmpdir(), `troupe-bench-modules-${randomBytes(4).toString('hex')}.log`);
-  try {
-    await onFreshStore(backend, (env) => measureStart(dir, { ...env, BENCH_MODULE_LOG: logFile }, ['--import', MODULE_HOOK]));
-    const urls = await readFile(logFile, 'utf8');
-    return NOT_AT_START.filter((name) => urls.includes(`/node_modules/${name}/`));
-  } finally {
-    await rm(logFile, { force: true });
   }
 }
 
@@ -109,20 +82,19 @@ runBench('bench:memory', 60 * 60_000, async ({ stamp }) => {
     for (let run = 1; run <= cfg.runs; run++) {
       // Alternating order, so neither checkout always starts right after the other.
       for (const tree of run % 2 === 1 ? trees : [...trees].reverse()) {
-        await onFreshStore(backend, async (env) => {
+        const storage = await freshStore(backend, cfg.databaseUrl);
+        try {
           for (const start of STARTS) {
-            const r = { tree: tree.label, backend, start, run, ...(await measureStart(tree.dir, env)) };
+            const r = { tree: tree.label, backend, start, run, ...(await measureStart(tree.dir, storage.env)) };
             log(`${tree.label} ${backend} ${start} start, run ${run}: listening after ${r.startupMs} ms, ` +
               `peak ${r.peakMb} MB (tree ${r.treePeakMb}), idle ${r.idleRssMb} MB`);
             results.push(r);
           }
-        });
+        } finally {
+          await storage.dispose();
+        }
       }
     }
-  }
-  const modules: Record<string, Record<string, string[]>> = {};
-  for (const tree of trees) {
-    for (const backend of cfg.backends) (modules[tree.label] ??= {})[backend] = await modulesAtStart(tree.dir, backend);
   }
   const summary = cfg.backends.flatMap((backend) => STARTS.flatMap((start) => trees.map(({ label: tree }) => {
     const mine = results.filter((r) => r.tree === tree && r.backend === backend && r.start === start);
@@ -142,14 +114,12 @@ runBench('bench:memory', 60 * 60_000, async ({ stamp }) => {
       withRatio(s, 'idleRssMb'), cell(s.threads)]),
     'lllrrrrrrr',
   );
-  const listed = (label: string) => cfg.backends.map((b) => `${b} ${modules[label]?.[b]?.join(', ') || 'none'}`).join('; ');
   const markdown = `${table}\n\nMedian (min–max) of ${cfg.runs} run(s); 'first' starts on an empty store (PGlite runs initdb), ` +
     `'restart' on the store the first start left. Idle RSS = median over ${cfg.idleWindowMs} ms after ${cfg.settleMs} ms settle + ` +
-    `GET /healthz, /readyz; ×: current / ${trees[1]?.label ?? 'baseline'}. Parser, OCR and voice packages loaded at start: ` +
-    `${trees.map(({ label }) => `${label}: ${listed(label)}`).join('. ')}. ${host.nproc} CPUs (${host.cpuModel}), ` +
+    `GET /healthz, /readyz; ×: current / ${trees[1]?.label ?? 'baseline'}. ${host.nproc} CPUs (${host.cpuModel}), ` +
     `${host.totalMemMb} MB RAM, node ${host.node}.`;
   process.stdout.write(`\n${markdown}\n`);
   const config = { ...cfg, databaseUrl: redactUrl(cfg.databaseUrl), trees };
-  const json = { benchmark: 'memory', stamp, config, machine: host, summary, modules, results };
+  const json = { benchmark: 'memory', stamp, config, machine: host, summary, results };
   log(`wrote ${(await writeResults('memory', stamp, json, markdown)).json}`);
 });

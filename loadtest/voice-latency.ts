@@ -1,11 +1,10 @@
 /**
- * `npm run bench:voice [-- --turns 40 --llm-chunk-ms 20]`: Troupe's own share of a voice turn with real audio, timed on one
- * clock in this process (the real server on PGlite, its room WebSocket, one character's voice agent, the local flite and
- * pocketsphinx speech server, a fake LLM streaming word by word): a. end of speech -> LLM request, b. first sentence
- * complete -> TTS request, c. first TTS bytes -> first audio frame. docs/benchmarks.md ("Voice turn latency") says what
- * each segment covers; budget (issue 11): p95 <= 30 ms each. Writes loadtest/results/voice-latency-<stamp>.{json,md}.
+ * `npm run bench:voice`: Troupe's own share of a voice turn with real audio, timed on one clock in this process (the real
+ * server on PGlite, its room WebSocket, one character's voice agent, the local flite and pocketsphinx speech server, a fake
+ * LLM streaming word by word). docs/benchmarks.md ("Voice turn latency") says what each segment covers; budget (issue 11):
+ * p95 <= 30 ms each. Environment (defaults): BENCH_TURNS (40), BENCH_LLM_CHUNK_MS (20: the LLM's gap between words).
+ * Writes loadtest/results/voice-latency-<stamp>.{json,md}.
  */
-import { parseArgs } from 'node:util';
 import { inference, voice } from '@livekit/agents';
 import pino from 'pino';
 import { loadConfig } from '../src/config.ts';
@@ -18,6 +17,7 @@ import { SpeechClient, TTS_SAMPLE_RATE, type SynthesisOptions } from '../src/voi
 import { startSpeechServer } from '../test/support/speech-server.ts';
 import { startV1Fixture } from '../test/support/v1.ts';
 import { gitState, logger, machine, runBench } from './support/children.ts';
+import { envNumber } from './support/env.ts';
 import { markdownTable, percentile, roundSummary, sortedCopy, summarize, writeResults } from './support/report.ts';
 
 const LIVEKIT = { apiKey: 'APIbench', apiSecret: 'bench-secret-0123456789abcdefghijklmnopqrstu' };
@@ -27,12 +27,9 @@ const BUDGET_MS = 30;
 const now = () => performance.timeOrigin + performance.now();
 const log = logger('voice-latency');
 
-const options = { turns: { type: 'string', default: '40' }, 'llm-chunk-ms': { type: 'string', default: '20' } } as const;
-const { values: args } = parseArgs({ options });
-const [turns, chunkMs] = [Number(args.turns), Number(args['llm-chunk-ms'])];
-if (!Number.isInteger(turns) || turns < 1 || !Number.isInteger(chunkMs) || chunkMs < 0) {
-  throw new Error('--turns >= 1 and --llm-chunk-ms >= 0, integers');
-}
+if (process.argv.length > 2) throw new Error('bench:voice takes BENCH_* variables (see loadtest/voice-latency.ts), not arguments');
+const turns = envNumber('BENCH_TURNS', 40, 1);
+const chunkMs = envNumber('BENCH_LLM_CHUNK_MS', 20, 0);
 /** JSON key and table row of each timed span; the last one is the whole turn, outside the budget. */
 const SEGMENTS = [
   ['endOfSpeechToLlmRequest', 'a. end of speech -> LLM request'],
@@ -45,14 +42,12 @@ const SEGMENTS = [
 class TimedSpeech extends SpeechClient {
   transcribed: { start: number; end: number }[] = [];
   synthesized: { start: number; firstBytes: number | null }[] = [];
-  override async transcribe(pcm: Int16Array | Buffer, sampleRate: number, signal: AbortSignal): Promise<string> {
+  override transcribe(pcm: Int16Array | Buffer, sampleRate: number, signal: AbortSignal): Promise<string> {
     const start = now();
-    const text = await super.transcribe(pcm, sampleRate, signal);
-    this.transcribed.push({ start, end: now() });
-    return text;
+    return super.transcribe(pcm, sampleRate, signal).finally(() => this.transcribed.push({ start, end: now() }));
   }
   override async *synthesize(text: string, options: SynthesisOptions, signal: AbortSignal): AsyncGenerator<Buffer> {
-    const mark: { start: number; firstBytes: number | null } = { start: now(), firstBytes: null };
+    const mark = { start: now(), firstBytes: null as number | null };
     this.synthesized.push(mark);
     for await (const chunk of super.synthesize(text, options, signal)) {
       mark.firstBytes ??= now();
@@ -134,9 +129,7 @@ runBench('bench:voice', 20 * 60_000, async (run) => {
   const paths = await writeResults('voice-latency', run.stamp, result, markdown);
   process.stdout.write(`${markdown}\n\nwrote ${paths.json}\n\n`);
   link.close();
-  await agent.close();
-  await characterVoice.close();
-  for (const m of microphones) await m.close();
+  for (const closable of [agent, characterVoice, ...microphones]) await closable.close();
   await f.close();
   await speechServer.close();
 });
