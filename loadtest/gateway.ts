@@ -1,15 +1,13 @@
 /**
  * `npm run bench:gateway`: what Troupe adds to an OpenAI-compatible call next to a floor (a bare node:http pipe proxy) and a
- * peer (Portkey's gateway), over one fake upstream streaming BENCH_TOKENS chunks BENCH_CHUNK_DELAY_MS apart. Parts
- * (BENCH_PARTS): proxy (per rate, the targets interleaved in one schedule; added = a percentile minus direct's), cpu (each
- * process loaded alone: CPU per call), perform (POST /perform against the upstream request it made, replayed), reads
- * (GET /characters/{id} under autocannon, Troupe on both engines against bare servers sending the same bytes; bench:http).
- * Environment (defaults): BENCH_RATES (50,100,200), BENCH_DURATION s (10), BENCH_WARMUP s (2), BENCH_CPU_RATE (100),
- * BENCH_CPU_DURATION s (5; also each reads window), BENCH_PERFORM_RATE (50), BENCH_READ_CONNECTIONS (50), BENCH_TOKENS (20),
- * BENCH_CHUNK_DELAY_MS (2), BENCH_ENGINE for /v1 and perform (node), BENCH_LOG_LEVEL (info), BENCH_PARTS (all four),
- * BENCH_TARGETS (pipe,troupe-upstream-model,troupe-character,portkey; direct always runs), BENCH_CPU_PROF (1: Troupe under
- * --cpu-prof, top frames in the report), BENCH_QUIET_WAIT s (10: wait at most this long for the rest of the machine to use
- * < 60% of a core), UWS_NODE (else `bash .ci/uws-node.sh`). Writes loadtest/results/gateway-<stamp>.{json,md}.
+ * peer (Portkey's gateway), over one fake upstream; docs/benchmarks.md describes the parts (BENCH_PARTS): proxy, cpu, perform
+ * and reads (bench:http). Environment (defaults): BENCH_RATES (50,100,200), BENCH_DURATION s (10), BENCH_WARMUP s (2),
+ * BENCH_CPU_RATE (100), BENCH_CPU_DURATION s (5; also each reads window), BENCH_PERFORM_RATE (50), BENCH_READ_CONNECTIONS (50),
+ * BENCH_TOKENS (20: chunks per streamed reply), BENCH_CHUNK_DELAY_MS (2: their gap), BENCH_ENGINE for /v1 and perform (node),
+ * BENCH_LOG_LEVEL (info), BENCH_PARTS (all four), BENCH_TARGETS (pipe,troupe-upstream-model,troupe-character,portkey; direct
+ * always runs), BENCH_CPU_PROF (1: Troupe under --cpu-prof, top frames in the report), BENCH_QUIET_WAIT s (10: wait at most
+ * this long for the rest of the machine to use < 60% of a core), UWS_NODE (else `bash .ci/uws-node.sh`).
+ * Writes loadtest/results/gateway-<stamp>.{json,md}.
  */
 import { existsSync } from 'node:fs';
 import { homedir } from 'node:os';
@@ -197,20 +195,15 @@ const find = (rate: number, mode: Mode, label: string) =>
   result.proxy.find((p) => p.rate === rate && p.mode === mode)?.targets.find((t) => t.label === label);
 const cpuOf = (label: string, stream: boolean) => result.cpu.find((c) => c.label === label && c.stream === stream)?.cpuMsPerCall;
 
-/** The issue's table: per rate, each proxy's percentiles minus direct's and its failures; then CPU per call. */
+/** The issue's table: per rate, each proxy's percentiles minus direct's (failures: `ok` in the next table); then CPU per call. */
 function summaryTable(): string {
   const rows = rates().flatMap((rate) => {
     const added = (mode: Mode, key: keyof Phase['targets'][number]['added']) => (label: string) => ms(find(rate, mode, label)?.added[key]);
-    const failures = (label: string) => {
-      const [s, n] = [find(rate, 'streaming', label), find(rate, 'non-streaming', label)];
-      return s || n ? `${s?.failures ?? '—'} / ${n?.failures ?? '—'}` : '—';
-    };
     return ([
       ['streaming, time to first content, p50', added('streaming', 'ttfcP50')],
       ['streaming, time to first content, p99', added('streaming', 'ttfcP99')],
       ['non-streaming, total, p50', added('non-streaming', 'totalP50')],
       ['non-streaming, total, p99', added('non-streaming', 'totalP99')],
-      ['failures (streaming / non-streaming)', failures],
     ] as const).map(([name, cell]) => [`${name} @ ${rate}/s`, ...PROXIES.map(cell)]);
   });
   for (const stream of result.cpu.length > 0 ? [true, false] : []) {
