@@ -1,192 +1,153 @@
 /**
- * `npm run bench:gateway`: what Troupe adds to an OpenAI-compatible call, next to a floor (a bare
- * node:http pipe proxy) and a peer (Portkey's gateway), over one fake upstream streaming
- * BENCH_TOKENS chunks BENCH_CHUNK_DELAY_MS apart. Parts (BENCH_PARTS):
- *   proxy    per rate, the streaming targets interleaved in one schedule, then the non-streaming
- *            ones; added = target percentile minus direct percentile of the same schedule.
- *   cpu      each proxying process loaded alone at BENCH_CPU_RATE: its CPU per call (/proc).
- *   perform  POST /perform interleaved with the upstream request Troupe made for it, replayed.
- *   reads    GET /characters/{id}, each server alone under autocannon (bench:http): Troupe on
- *            both engines and the bare node:http and uWS servers sending the same bytes.
- * Environment (defaults): BENCH_RATES (50,100,200), BENCH_DURATION s (10), BENCH_WARMUP s (2),
- * BENCH_CPU_RATE (100), BENCH_CPU_DURATION s (5), BENCH_PERFORM_RATE (50), BENCH_READ_CONNECTIONS (50),
- * BENCH_TOKENS (20), BENCH_CHUNK_DELAY_MS (2), BENCH_ENGINE for /v1 and perform (node), BENCH_LOG_LEVEL (info),
- * BENCH_PARTS (proxy,cpu,perform,reads), BENCH_TARGETS (pipe,troupe-upstream-model,troupe-character,portkey;
- * direct always runs), BENCH_CPU_PROF (1: Troupe under --cpu-prof, top frames in the report),
- * BENCH_QUIET_WAIT s (10: wait at most this long for the rest of the machine to use < 60% of a core),
- * UWS_NODE (else `bash .ci/uws-node.sh`). Writes loadtest/results/gateway-<stamp>.{json,md}.
+ * `npm run bench:gateway`: what Troupe adds to an OpenAI-compatible call next to a floor (a bare node:http pipe proxy) and a
+ * peer (Portkey's gateway), over one fake upstream; docs/benchmarks.md describes the parts (BENCH_PARTS): proxy, cpu, perform
+ * and reads (bench:http). Environment (defaults): BENCH_RATES (50,100,200), BENCH_DURATION s (10), BENCH_WARMUP s (2),
+ * BENCH_CPU_RATE (100), BENCH_CPU_DURATION s (5; also each reads window), BENCH_PERFORM_RATE (50), BENCH_READ_CONNECTIONS (50),
+ * BENCH_TOKENS (20: chunks per streamed reply), BENCH_CHUNK_DELAY_MS (2: their gap), BENCH_ENGINE for /v1 and perform (node),
+ * BENCH_LOG_LEVEL (info), BENCH_PARTS (all four), BENCH_TARGETS (pipe,troupe-upstream-model,troupe-character,portkey; direct
+ * always runs), BENCH_CPU_PROF (1: Troupe under --cpu-prof, top frames in the report), BENCH_QUIET_WAIT s (10: wait at most
+ * this long for the rest of the machine to use < 60% of a core), UWS_NODE (else `bash .ci/uws-node.sh`).
+ * Writes loadtest/results/gateway-<stamp>.{json,md}.
  */
-import { access } from 'node:fs/promises';
+import { existsSync } from 'node:fs';
 import { homedir } from 'node:os';
 import { join } from 'node:path';
 import { childEnv, execFileAsync, freePort, gitState, launchPolled, machine, runBench } from './support/children.ts';
 import type { Launched, Run } from './support/children.ts';
 import { envFlag, envList, envLogLevel, envNumber, envRates, envText } from './support/env.ts';
-import { monotonicUs, performTargets, requestOnce, runLoad, saturate, type HttpTarget } from './support/load.ts';
-import { processCpuSeconds, waitForQuiet } from './support/proc.ts';
+import { monotonicUs, performTargets, requestOnce, runLoad, saturate, type HttpTarget, type TargetRun } from './support/load.ts';
+import { processCpuSeconds, waitForQuiet, type CpuWindow } from './support/proc.ts';
 import { profileText } from './support/profile.ts';
-import { RESULTS_DIR, writeResults } from './support/report.ts';
+import { fixed, markdownTable, ms, RESULTS_DIR, summarize, writeResults } from './support/report.ts';
 import { callJson, createCharacter, startTroupe, uwsEngineNode, type Engine } from './support/troupe.ts';
 import { BENCH_MODEL, startServer, startUpstream } from './support/upstream.ts';
-import { gatewayMarkdown, phaseResult, type CpuRow, type GatewayResult } from './gateway-report.ts';
 
 const PARTS = ['proxy', 'cpu', 'perform', 'reads'] as const;
+/** The proxies compared, in the summary's column order. */
 const PROXIES = ['pipe', 'troupe-upstream-model', 'troupe-character', 'portkey'] as const;
+const HEADINGS = ['bare pipe (floor)', 'Troupe, upstream model', 'Troupe, character as model', 'Portkey'];
 const cfg = {
-  rates: envRates('BENCH_RATES', '50,100,200'),
-  durationSec: envNumber('BENCH_DURATION', 10, 1, false),
-  warmupSec: envNumber('BENCH_WARMUP', 2, 0, false),
-  cpuRate: envNumber('BENCH_CPU_RATE', 100, 1, false),
-  cpuDurationSec: envNumber('BENCH_CPU_DURATION', 5, 1, false),
-  performRate: envNumber('BENCH_PERFORM_RATE', 50, 1, false),
-  readConnections: envNumber('BENCH_READ_CONNECTIONS', 50, 1),
-  tokens: envNumber('BENCH_TOKENS', 20, 1),
-  chunkDelayMs: envNumber('BENCH_CHUNK_DELAY_MS', 2, 0),
-  engine: (envText('BENCH_ENGINE') ?? 'node') as Engine,
-  logLevel: envLogLevel('BENCH_LOG_LEVEL', 'info'),
-  parts: envList('BENCH_PARTS', PARTS),
-  proxies: envList('BENCH_TARGETS', PROXIES),
-  cpuProf: envFlag('BENCH_CPU_PROF'),
-  quietWaitSec: envNumber('BENCH_QUIET_WAIT', 10, 0, false),
+  rates: envRates('BENCH_RATES', '50,100,200'), durationSec: envNumber('BENCH_DURATION', 10, 1, false),
+  warmupSec: envNumber('BENCH_WARMUP', 2, 0, false), cpuRate: envNumber('BENCH_CPU_RATE', 100, 1, false),
+  cpuDurationSec: envNumber('BENCH_CPU_DURATION', 5, 1, false), performRate: envNumber('BENCH_PERFORM_RATE', 50, 1, false),
+  readConnections: envNumber('BENCH_READ_CONNECTIONS', 50, 1), tokens: envNumber('BENCH_TOKENS', 20, 1),
+  chunkDelayMs: envNumber('BENCH_CHUNK_DELAY_MS', 2, 0), engine: (envText('BENCH_ENGINE') ?? 'node') as Engine,
+  logLevel: envLogLevel('BENCH_LOG_LEVEL', 'info'), parts: envList('BENCH_PARTS', PARTS), proxies: envList('BENCH_TARGETS', PROXIES),
+  cpuProf: envFlag('BENCH_CPU_PROF'), quietWaitSec: envNumber('BENCH_QUIET_WAIT', 10, 0, false),
 };
 if (cfg.engine !== 'node' && cfg.engine !== 'uws') throw new Error(`BENCH_ENGINE must be node or uws, got '${String(cfg.engine)}'`);
 const MESSAGES = [{ role: 'user', content: 'The fog is thick tonight. Which ships came in, and did any of them fly a black flag?' }];
 const PORTKEY_VERSION = '1.15.2';
 
-function chatTarget(label: string, port: number, model: string, stream: boolean, headers: Record<string, string>): HttpTarget {
-  const body = stream
-    ? { model, messages: MESSAGES, stream: true, stream_options: { include_usage: true } }
-    : { model, messages: MESSAGES, stream: false };
-  return {
-    label, port, method: 'POST', path: '/v1/chat/completions', body: Buffer.from(JSON.stringify(body)), stream,
-    headers: { 'content-type': 'application/json', authorization: 'Bearer sk-bench-upstream', ...headers },
-  };
+type Mode = 'streaming' | 'non-streaming';
+type Phase = ReturnType<typeof phaseResult>;
+/** cpuMsPerCall is NaN (null in the JSON) where /proc could not be read. */
+type CpuRow = { label: string; process: string; rate: number; calls: number; failures: number; cpuMsPerCall: number; stream?: boolean;
+  engine?: string; latencyMs?: { p50: number; p99: number } };
+const result = {
+  config: cfg, machine: machine(), git: { head: '', dirtySrc: [] as string[] }, startedAt: '',
+  proxy: [] as (Phase & { rate: number; mode: Mode; cpuPercent: CpuWindow | null })[], cpu: [] as CpuRow[],
+  perform: null as (Phase & { rate: number }) | null, reads: [] as CpuRow[], notes: [] as string[], profile: null as string | null,
+};
+
+/** Per target: p50/p99, failures, generator lag (p99 ms: large means the client was slow) and each percentile minus direct's. */
+function phaseResult(runs: readonly TargetRun[]) {
+  const p50p99 = (values: readonly number[]) => (({ p50, p99 }) => ({ p50, p99 }))(summarize(values));
+  const direct = runs.find((r) => r.label === 'direct');
+  const [directTtfc, directTotal] = [p50p99(direct?.ttfc ?? []), p50p99(direct?.total ?? [])];
+  const targets = runs.map((r) => {
+    const [ttfc, total] = [p50p99(r.ttfc), p50p99(r.total)];
+    const added = { ttfcP50: ttfc.p50 - directTtfc.p50, ttfcP99: ttfc.p99 - directTtfc.p99, totalP50: total.p50 - directTotal.p50,
+      totalP99: total.p99 - directTotal.p99 };
+    return { label: r.label, scheduled: r.scheduled, ok: r.ok, failures: r.scheduled - r.ok, errors: r.errors,
+      errorSample: Object.values(r.errorSamples)[0] ?? null, ttfc, total, lagP99: summarize(r.lag).p99, added };
+  });
+  return { targets };
 }
 
-/** One request per target, which must succeed; returns the labels that failed, with why. */
-async function preflight(targets: readonly HttpTarget[]): Promise<Record<string, string>> {
-  const failed: Record<string, string> = {};
-  for (const target of targets) {
-    const got = await requestOnce(target);
-    if (got.failure !== null) failed[target.label] = `${got.failure}: ${got.detail}`;
-  }
-  return failed;
-}
+const cpuPerCall = (before: number | null, after: number | null, calls: number) => ((after ?? NaN) - (before ?? NaN)) * 1000 / calls;
 
-const cpuPerCall = (before: number | null, after: number | null, calls: number) =>
-  before === null || after === null || calls === 0 ? null : ((after - before) * 1000) / calls;
-
-/** Loads `target` alone and returns the CPU `server` spent per measured request. */
-async function cpuAlone(target: HttpTarget, server: Launched): Promise<CpuRow> {
-  const cpu: Record<'start' | 'end', number | null> = { start: null, end: null };
-  const onWindow = (edge: 'start' | 'end') => void (cpu[edge] = processCpuSeconds(server.pid));
-  const [run] = await runLoad([target], { rate: cfg.cpuRate, warmupSec: 1, durationSec: cfg.cpuDurationSec, onWindow });
-  const calls = run?.scheduled ?? 0;
-  const cpuMsPerCall = cpuPerCall(cpu.start, cpu.end, calls);
-  return { label: target.label, process: server.name, rate: cfg.cpuRate, calls, failures: calls - (run?.ok ?? 0), cpuMsPerCall };
-}
-
-/**
- * Portkey's open-source gateway (the peer, not the subject): installed on first use into a cache
- * folder (never a project dependency) and started headless. Without it the run goes on, and says so.
- */
-async function startPortkey(result: GatewayResult, log: Run['log']): Promise<Launched | null> {
+/** Portkey's open-source gateway (the peer): installed on first use into a cache folder, never a project dependency. */
+async function startPortkey(): Promise<Launched | null> {
   try {
     const dir = join(process.env.XDG_CACHE_HOME?.trim() || join(homedir(), '.cache'), 'troupe-bench', `portkey-${PORTKEY_VERSION}`);
     const script = join(dir, 'node_modules', '@portkey-ai', 'gateway', 'build', 'start-server.js');
-    if (!(await access(script).then(() => true, () => false))) {
-      log(`installing @portkey-ai/gateway@${PORTKEY_VERSION} into ${dir}`);
-      const args = ['install', '--prefix', dir, '--no-save', '--no-audit', '--no-fund', `@portkey-ai/gateway@${PORTKEY_VERSION}`];
-      await execFileAsync('npm', args, { timeout: 300_000, maxBuffer: 1 << 24 });
-    }
+    const install = ['install', '--prefix', dir, '--no-save', '--no-audit', '--no-fund', `@portkey-ai/gateway@${PORTKEY_VERSION}`];
+    if (!existsSync(script)) await execFileAsync('npm', install, { timeout: 300_000, maxBuffer: 1 << 24 });
     const port = await freePort();
-    const args = [script, `--port=${port}`, '--headless'];
-    const env = childEnv({ NODE_ENV: 'production' });
-    const options = { name: 'portkey', command: process.execPath, args, env, cwd: join(script, '..'), port, healthPath: '/' };
-    return await launchPolled({ ...options, readyTimeoutMs: 30_000 });
+    return await launchPolled({ name: 'portkey', command: process.execPath, args: [script, `--port=${port}`, '--headless'], port,
+      env: childEnv({ NODE_ENV: 'production' }), cwd: join(script, '..'), healthPath: '/', readyTimeoutMs: 30_000 });
   } catch (err) {
+    // Without the peer the run goes on, and says so.
     result.notes.push(`Portkey's gateway could not be installed or started, so it is missing: ${(err as Error).message.split('\n')[0]}`);
     return null;
   }
 }
 
-runBench('bench:gateway', 60 * 60_000, async (run) => {
-  const result: GatewayResult = {
-    config: cfg, machine: machine(), git: await gitState(), startedAt: new Date(run.started).toISOString(),
-    proxy: [], cpu: [], perform: null, reads: [], notes: [], profile: null,
-  };
-  const uwsNode = cfg.engine === 'uws' || cfg.parts.includes('reads') ? (await uwsEngineNode(true, run.log)).path : null;
-  if (cfg.engine === 'uws' && uwsNode === null) throw new Error('BENCH_ENGINE=uws but no Node here can load uWebSockets.js');
-  if (cfg.parts.some((p) => p !== 'reads')) await chatParts(result, run, uwsNode);
-  if (cfg.parts.includes('reads')) await reads(result, run, uwsNode);
-  const markdown = gatewayMarkdown(result);
-  const paths = await writeResults('gateway', run.stamp, result, markdown);
-  process.stdout.write(`${markdown}\n\nWrote ${paths.json}\nand ${paths.markdown}\n`);
-});
-
 /** With BENCH_CPU_PROF: the top frames of the profile Troupe wrote into `dir` on its way out. */
-async function addProfile(result: GatewayResult, dir: string, label: string, window: { start: number; end: number }): Promise<void> {
+async function addProfile(dir: string, label: string, window: { start: number; end: number }): Promise<void> {
   const text = cfg.cpuProf ? await profileText(dir, window, label) : null;
   if (text) result.profile = [result.profile, text].filter(Boolean).join('\n\n');
 }
 
 /** proxy, cpu and perform: one upstream, the pipe, one Troupe and Portkey, stopped at the end. */
-async function chatParts(result: GatewayResult, { stamp, log }: Run, uwsNode: string | null): Promise<void> {
+async function chatParts({ stamp, log }: Run, uwsNode: string | null): Promise<void> {
   const upstream = await startUpstream({ BENCH_REPLY_TOKENS: String(cfg.tokens), BENCH_REPLY_GAP_MS: String(cfg.chunkDelayMs) });
   const upstreamV1 = `http://127.0.0.1:${upstream.port}/v1`;
   const pipe = await startServer(['pipe'], { BENCH_UPSTREAM_PORT: String(upstream.port) });
   const profDir = join(RESULTS_DIR, `cpuprof-gateway-${stamp}`);
-  const troupe = await startTroupe({
-    engine: cfg.engine, nodeBinary: cfg.engine === 'uws' ? (uwsNode ?? undefined) : undefined, logLevel: cfg.logLevel,
-    upstream: { url: upstreamV1, model: BENCH_MODEL }, cpuProfDir: cfg.cpuProf ? profDir : null,
-  });
+  const troupe = await startTroupe({ engine: cfg.engine, nodeBinary: cfg.engine === 'uws' ? (uwsNode ?? undefined) : undefined,
+    logLevel: cfg.logLevel, upstream: { url: upstreamV1, model: BENCH_MODEL }, cpuProfDir: cfg.cpuProf ? profDir : null });
   const characterId = await createCharacter(troupe);
   const wantsPortkey = cfg.proxies.includes('portkey') && (cfg.parts.includes('proxy') || cfg.parts.includes('cpu'));
-  const portkey = wantsPortkey ? await startPortkey(result, log) : null;
-  log(`upstream :${upstream.port}, pipe :${pipe.port}, troupe-${cfg.engine} :${troupe.child.port}` +
-    `${portkey ? `, portkey :${portkey.port}` : ''}`);
+  const portkey = wantsPortkey ? await startPortkey() : null;
   const troupeHeaders = { authorization: troupe.auth };
-  const servers: Record<string, Launched> = { direct: upstream, pipe, 'troupe-upstream-model': troupe.child,
-    'troupe-character': troupe.child };
-  if (portkey) servers.portkey = portkey;
-  const portkeyHeaders = { 'x-portkey-provider': 'openai', 'x-portkey-custom-host': upstreamV1 };
-  const targetsFor = (stream: boolean): HttpTarget[] => [
-    chatTarget('direct', upstream.port, BENCH_MODEL, stream, {}),
-    ...[
-      chatTarget('pipe', pipe.port, BENCH_MODEL, stream, {}),
-      chatTarget('troupe-upstream-model', troupe.child.port, BENCH_MODEL, stream, troupeHeaders),
-      chatTarget('troupe-character', troupe.child.port, characterId, stream, troupeHeaders),
-      ...(portkey ? [chatTarget('portkey', portkey.port, BENCH_MODEL, stream, portkeyHeaders)] : []),
-    ].filter((t) => (cfg.proxies as readonly string[]).includes(t.label)),
+  const candidates: [string, Launched | null, string, Record<string, string>][] = [
+    ['direct', upstream, BENCH_MODEL, {}],
+    ['pipe', pipe, BENCH_MODEL, {}],
+    ['troupe-upstream-model', troupe.child, BENCH_MODEL, troupeHeaders],
+    ['troupe-character', troupe.child, characterId, troupeHeaders],
+    ['portkey', portkey, BENCH_MODEL, { 'x-portkey-provider': 'openai', 'x-portkey-custom-host': upstreamV1 }],
   ];
-  const failedStream = await preflight(targetsFor(true));
-  const failedPlain = await preflight(targetsFor(false));
-  for (const [label, why] of Object.entries({ ...failedStream, ...failedPlain })) log(`pre-flight failed for ${label}: ${why}`);
-  if (failedStream.portkey) {
-    const why = failedStream.portkey.slice(0, 200);
-    result.notes.push(`Portkey's streaming pre-flight failed (${why}), so it is compared on non-streaming calls only.`);
-  }
-  const broken = Object.keys({ ...failedStream, ...failedPlain }).filter((l) => l !== 'portkey');
-  if (broken.length > 0) throw new Error(`pre-flight failed for ${broken.join(', ')}`);
-  const streamTargets = targetsFor(true).filter((t) => !failedStream[t.label]);
-  const plainTargets = targetsFor(false).filter((t) => !failedPlain[t.label]);
-  const processes = { upstream, pipe, troupe: troupe.child, ...(portkey ? { portkey } : {}) };
-  const watched = Object.entries(processes).map(([name, c]) => ({ name, pid: c.pid }));
+  /** The chosen targets in one mode that answer a first request; only Portkey may fail it (its streaming does on this upstream). */
+  const targetsFor = async (stream: boolean) => {
+    const passed: (HttpTarget & { server: Launched })[] = [];
+    for (const [label, server, model, headers] of candidates) {
+      if (!server || (label !== 'direct' && !(cfg.proxies as string[]).includes(label))) continue;
+      const body = { model, messages: MESSAGES, stream, ...(stream ? { stream_options: { include_usage: true } } : {}) };
+      const target = { label, server, port: server.port, method: 'POST' as const, path: '/v1/chat/completions', stream,
+        body: Buffer.from(JSON.stringify(body)), headers: { 'content-type': 'application/json', authorization: 'Bearer sk-bench-upstream',
+          ...headers } };
+      const got = await requestOnce(target);
+      const why = `${got.failure}: ${got.detail}`.slice(0, 200);
+      if (got.failure === null) passed.push(target);
+      else if (label !== 'portkey') throw new Error(`pre-flight failed for ${label}: ${why}`);
+      else result.notes.push(`Portkey's ${stream ? '' : 'non-'}streaming pre-flight failed (${why}), so it is compared on ` +
+        `${stream ? 'non-' : ''}streaming calls only.`);
+    }
+    return passed;
+  };
+  const [streamTargets, plainTargets] = [await targetsFor(true), await targetsFor(false)];
+  const named = { upstream, pipe, troupe: troupe.child, portkey };
+  const watched = Object.entries(named).flatMap(([name, c]) => (c ? [{ name, pid: c.pid }] : []));
   const measuredFrom = monotonicUs();
   for (const rate of cfg.parts.includes('proxy') ? cfg.rates : []) {
     for (const [mode, targets] of [['streaming', streamTargets], ['non-streaming', plainTargets]] as const) {
-      const quiet = await waitForQuiet(cfg.quietWaitSec, 60, watched);
-      const others = quiet.otherPercent?.toFixed(0) ?? '?';
+      const others = (await waitForQuiet(cfg.quietWaitSec, 60, watched)).otherPercent?.toFixed(0) ?? '?';
       log(`proxy: ${mode} at ${rate} req/s per target (${targets.length} targets interleaved; others used ${others}% of a core before)`);
       const runs = await runLoad(targets, { rate, warmupSec: cfg.warmupSec, durationSec: cfg.durationSec, watch: watched });
       result.proxy.push({ rate, mode, ...phaseResult(runs), cpuPercent: runs[0]?.cpu ?? null });
     }
   }
   for (const target of cfg.parts.includes('cpu') ? [...streamTargets, ...plainTargets] : []) {
-    const server = servers[target.label];
-    if (!server) continue;
-    log(`cpu: ${target.label} ${target.stream ? 'streaming' : 'non-streaming'} alone at ${cfg.cpuRate} req/s`);
-    result.cpu.push({ ...(await cpuAlone(target, server)), stream: target.stream === true });
+    const { label, server, stream } = target;
+    log(`cpu: ${label} ${stream ? 'streaming' : 'non-streaming'} alone at ${cfg.cpuRate} req/s`);
+    const cpu: (number | null)[] = [];
+    const onWindow = () => void cpu.push(processCpuSeconds(server.pid));
+    const [run] = await runLoad([target], { rate: cfg.cpuRate, warmupSec: 1, durationSec: cfg.cpuDurationSec, onWindow });
+    const calls = run?.scheduled ?? 0;
+    result.cpu.push({ label, process: server.name, rate: cfg.cpuRate, calls, failures: calls - (run?.ok ?? 0),
+      cpuMsPerCall: cpuPerCall(cpu[0] ?? null, cpu[1] ?? null, calls), stream });
   }
   if (cfg.parts.includes('perform')) {
     log(`perform: POST /perform and the direct streamed call interleaved at ${cfg.performRate} req/s each`);
@@ -197,11 +158,11 @@ async function chatParts(result: GatewayResult, { stamp, log }: Run, uwsNode: st
   const measuredTo = monotonicUs();
   // A graceful stop lets --cpu-prof write its profile.
   await Promise.all([pipe.stop(), portkey?.stop(), troupe.stop(30_000), upstream.stop()]);
-  await addProfile(result, profDir, `troupe-${cfg.engine}, proxy/cpu/perform`, { start: measuredFrom, end: measuredTo });
+  await addProfile(profDir, `troupe-${cfg.engine}, proxy/cpu/perform`, { start: measuredFrom, end: measuredTo });
 }
 
 /** GET /characters/{id}: each server alone under autocannon, Troupe on both engines against the bare servers. */
-async function reads(result: GatewayResult, { stamp, log }: Run, uwsNode: string | null): Promise<void> {
+async function reads({ stamp, log }: Run, uwsNode: string | null): Promise<void> {
   if (!uwsNode) result.notes.push('No Node here can load uWebSockets.js: the uWS read rows are missing.');
   for (const engine of uwsNode ? (['uws', 'node'] as const) : (['node'] as const)) {
     const nodeBinary = engine === 'uws' ? (uwsNode ?? undefined) : undefined;
@@ -212,23 +173,123 @@ async function reads(result: GatewayResult, { stamp, log }: Run, uwsNode: string
     const bare = await startServer(['bare', engine], { BENCH_BODY: body }, nodeBinary);
     // The same (ignored by the bare server) header both ways, so requests are byte for byte alike.
     const headers = { authorization: troupe.auth };
-    const window = { start: 0, end: 0 };
+    let window = { start: 0, end: 0 };
     for (const server of [troupe.child, bare]) {
       log(`reads: ${server.name} alone, autocannon with ${cfg.readConnections} connections`);
       const load = { url: `http://127.0.0.1:${server.port}/characters/${id}`, connections: cfg.readConnections, headers };
       await saturate({ ...load, durationSec: 1 });
-      const before = processCpuSeconds(server.pid);
-      if (server === troupe.child) window.start = monotonicUs();
+      const [before, start] = [processCpuSeconds(server.pid), monotonicUs()];
       const stats = await saturate({ ...load, durationSec: cfg.cpuDurationSec });
-      if (server === troupe.child) window.end = monotonicUs();
-      const calls = stats.totalRequests;
-      result.reads.push({
-        engine, label: 'read', process: server.name, rate: Math.round(stats.requestsPerSec), calls, failures: stats.failures,
-        cpuMsPerCall: cpuPerCall(before, processCpuSeconds(server.pid), calls),
-        latencyMs: { p50: stats.latencyMs.p50, p99: stats.latencyMs.p99 },
-      });
+      if (server === troupe.child) window = { start, end: monotonicUs() };
+      result.reads.push({ engine, label: 'read', process: server.name, rate: Math.round(stats.requestsPerSec), calls: stats.totalRequests,
+        failures: stats.failures, cpuMsPerCall: cpuPerCall(before, processCpuSeconds(server.pid), stats.totalRequests),
+        latencyMs: stats.latencyMs });
     }
     await Promise.all([bare.stop(), troupe.stop(30_000)]);
-    await addProfile(result, profDir, `troupe-${engine}, reads`, window);
+    await addProfile(profDir, `troupe-${engine}, reads`, window);
   }
 }
+
+const rates = () => [...new Set(result.proxy.map((p) => p.rate))];
+const find = (rate: number, mode: Mode, label: string) =>
+  result.proxy.find((p) => p.rate === rate && p.mode === mode)?.targets.find((t) => t.label === label);
+const cpuOf = (label: string, stream: boolean) => result.cpu.find((c) => c.label === label && c.stream === stream)?.cpuMsPerCall;
+
+/** The issue's table: per rate, each proxy's percentiles minus direct's (failures: `ok` in the next table); then CPU per call. */
+function summaryTable(): string {
+  const rows = rates().flatMap((rate) => {
+    const added = (mode: Mode, key: keyof Phase['targets'][number]['added']) => (label: string) => ms(find(rate, mode, label)?.added[key]);
+    return ([
+      ['streaming, time to first content, p50', added('streaming', 'ttfcP50')],
+      ['streaming, time to first content, p99', added('streaming', 'ttfcP99')],
+      ['non-streaming, total, p50', added('non-streaming', 'totalP50')],
+      ['non-streaming, total, p99', added('non-streaming', 'totalP99')],
+    ] as const).map(([name, cell]) => [`${name} @ ${rate}/s`, ...PROXIES.map(cell)]);
+  });
+  for (const stream of result.cpu.length > 0 ? [true, false] : []) {
+    const name = `server CPU per ${stream ? 'stream' : 'non-streaming call'} at ${cfg.cpuRate} req/s`;
+    rows.push([name, ...PROXIES.map((label) => ms(cpuOf(label, stream)))]);
+  }
+  return markdownTable(['added to direct (ms)', ...HEADINGS], rows, 'lrrrr');
+}
+
+/** Absolute figures of every target, direct included; "client lag": how late the generator sent, "other CPU %": the rest of the machine. */
+function detailTable(): string {
+  const rows = result.proxy.flatMap((p) => p.targets.map((t) => [
+    p.rate, p.mode, t.label, ms(t.ttfc.p50), ms(t.ttfc.p99), ms(t.total.p50), ms(t.total.p99), `${t.ok}/${t.scheduled}`,
+    Object.entries(t.errors).map(([k, n]) => `${k}:${n}`).join(' ') || '0', ms(t.lagP99), fixed(p.cpuPercent?.other, 0, '?'),
+  ]));
+  return markdownTable(['req/s', 'mode', 'target', 'first content p50', 'p99', 'total p50', 'p99', 'ok', 'errors', 'client lag p99',
+    'other CPU %'], rows, 'rllrrrrrrrr');
+}
+
+function performTable(): string {
+  const [p, d] = ['perform', 'direct'].map((label) => result.perform?.targets.find((t) => t.label === label));
+  if (!p || !d) return '';
+  const pair = (t: typeof p) => `${ms(t.total.p50)} / ${ms(t.total.p99)}`;
+  return markdownTable(['at req/s', 'direct total p50 / p99', 'POST /perform total p50 / p99', 'added p50', 'added p99', 'failures'],
+    [[cfg.performRate, pair(d), pair(p), ms(p.added.totalP50), ms(p.added.totalP99), `${p.failures} / ${d.failures}`]], 'rrrrrr');
+}
+
+function readsTable(): string {
+  const bareUws = result.reads.find((c) => c.process === 'bare-uws')?.rate;
+  const rows = result.reads.map((c) => [c.engine ?? '?', c.process, c.rate, bareUws ? (c.rate / bareUws).toFixed(2) : '—',
+    ms(c.latencyMs?.p50), ms(c.latencyMs?.p99), c.failures, `${fixed(c.cpuMsPerCall * 1000, 1)} µs`]);
+  return markdownTable(['engine', 'server', 'req/s', 'req/s ÷ bare uWS', 'p50 (ms)', 'p99 (ms)', 'non-2xx / errors',
+    'server CPU per request'], rows, 'llrrrrrr');
+}
+
+/** Issue 12 item 2, goal by goal; a goal whose figures were not all measured is left out. */
+function goalsTable(): string {
+  const rows: string[][] = [];
+  const goal = (name: string, figures: (number | undefined)[], test: (...v: number[]) => boolean) => {
+    const known = figures.filter((f): f is number => Number.isFinite(f));
+    if (known.length === figures.length) rows.push([name, test(...known) ? 'MET' : 'NOT met']);
+  };
+  const added = (rate: number, mode: Mode, label: string) => find(rate, mode, label)?.added;
+  for (const rate of rates()) {
+    const [f, t] = [added(rate, 'streaming', 'pipe'), added(rate, 'streaming', 'troupe-character')];
+    goal(`streaming first content @ ${rate}/s: added p50 ≤ floor + 0.3 ms, p99 ≤ 2x floor`, [f?.ttfcP50, t?.ttfcP50, f?.ttfcP99,
+      t?.ttfcP99], (f50, t50, f99, t99) => t50 <= f50 + 0.3 && t99 <= 2 * Math.max(f99, 0));
+  }
+  const top = Math.max(...rates());
+  const topFailures = ['troupe-character', 'troupe-upstream-model'].map((label) => find(top, 'streaming', label)?.failures);
+  goal(`no streaming failures at ${top}/s`, topFailures, (...f) => f.every((x) => x === 0));
+  goal('CPU per stream ≤ 1.5x floor', [cpuOf('troupe-character', true), cpuOf('pipe', true)], (t, f) => t <= 1.5 * f);
+  goal("CPU per non-streaming call below Portkey's", [cpuOf('troupe-character', false), cpuOf('portkey', false)], (t, p) => t < p);
+  for (const rate of rates()) {
+    const [t, p] = [added(rate, 'non-streaming', 'troupe-character'), added(rate, 'non-streaming', 'portkey')];
+    goal(`non-streaming added p50 and p99 below Portkey's @ ${rate}/s`, [t?.totalP50, p?.totalP50, t?.totalP99, p?.totalP99],
+      (t50, p50, t99, p99) => t50 < p50 && t99 < p99);
+  }
+  const perform = result.perform?.targets.find((t) => t.label === 'perform')?.added;
+  goal('perform added p50 ≤ 1 ms, p99 ≤ 3 ms', [perform?.totalP50, perform?.totalP99], (p50, p99) => p50 <= 1 && p99 <= 3);
+  for (const engine of ['uws', 'node']) {
+    const [troupe, bare] = ['troupe', 'bare'].map((name) => result.reads.find((c) => c.engine === engine && c.process.startsWith(name)));
+    goal(`GET /characters/{id} CPU ≤ 2x bare ${engine}`, [troupe?.cpuMsPerCall, bare?.cpuMsPerCall], (t, b) => t <= 2 * b);
+  }
+  return rows.length > 0 ? markdownTable(['goal', 'verdict'], rows, 'll') : '';
+}
+
+runBench('bench:gateway', 60 * 60_000, async (run) => {
+  Object.assign(result, { git: await gitState(), startedAt: new Date(run.started).toISOString() });
+  const uwsNode = cfg.engine === 'uws' || cfg.parts.includes('reads') ? (await uwsEngineNode(true, run.log)).path : null;
+  if (cfg.engine === 'uws' && uwsNode === null) throw new Error('BENCH_ENGINE=uws but no Node here can load uWebSockets.js');
+  if (cfg.parts.some((p) => p !== 'reads')) await chatParts(run, uwsNode);
+  if (cfg.parts.includes('reads')) await reads(run, uwsNode);
+  const { proxy, cpu, perform, reads: readRows, notes, profile, git } = result;
+  const goals = goalsTable();
+  const changed = git.dirtySrc.length > 0 ? `, src/ changed: ${git.dirtySrc.length} files` : '';
+  const markdown = [
+    `## bench:gateway, ${result.startedAt} (HEAD ${git.head}${changed})`,
+    ...(proxy.length > 0 || cpu.length > 0 ? [summaryTable()] : []),
+    ...(proxy.length > 0 ? ['### Every target', detailTable()] : []),
+    ...(perform ? ['### Perform', performTable()] : []),
+    ...(readRows.length > 0 ? ['### GET /characters/{id} (autocannon, each server alone; bench:http)', readsTable()] : []),
+    ...(goals ? ['### Goals (issue 12, item 2)', goals] : []),
+    ...(notes.length > 0 ? ['### Notes', notes.map((n) => `- ${n}`).join('\n')] : []),
+    ...(profile ? ['### CPU profile of Troupe', `\`\`\`\n${profile}\n\`\`\``] : []),
+  ].join('\n\n');
+  const paths = await writeResults('gateway', run.stamp, result, markdown);
+  process.stdout.write(`${markdown}\n\nWrote ${paths.json}\nand ${paths.markdown}\n`);
+});

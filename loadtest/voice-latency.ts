@@ -1,22 +1,10 @@
 /**
- * Troupe's own share of a voice turn, with real audio (issue 11's budget: p95 <= 30 ms each).
- *   npm run bench:voice [-- --turns 40 --llm-chunk-ms 20]
- * One character in a room, its voice agent and the room's listening path in this process, the
- * real Troupe server (PGlite) and room WebSocket, the local speech server (flite, pocketsphinx)
- * and a fake LLM streaming the answer word by word, `--llm-chunk-ms` apart. Per turn a player's
- * line is played into the listening path as real speech, and these are timed on one clock:
- *   a. end of the player's speech detected -> LLM request sent: the VAD's end of speech starts
- *      the transcription at once (same tick), so this is transcription done -> the LLM request
- *      arriving at the fake LLM (the room WebSocket, the room actor, the director, the prompt);
- *   b. the LLM token that completes the first sentence -> TTS request sent (the chunk's way
- *      through the actor, the room WebSocket, the agent and agents-js's sentence splitting);
- *      the answer is one sentence, so that token is the last;
- *   c. first TTS bytes received -> first audio frame out (agents-js's TTS stream, framing and
- *      the audio output).
- * Excluded: the speech server's and the LLM's own time. Needs flite and pocketsphinx. Writes
- * loadtest/results/voice-latency-<stamp>.json and prints a Markdown table.
+ * `npm run bench:voice`: Troupe's own share of a voice turn with real audio, timed on one clock in this process (the real
+ * server on PGlite, its room WebSocket, one character's voice agent, the local flite and pocketsphinx speech server, a fake
+ * LLM streaming word by word). docs/benchmarks.md ("Voice turn latency") says what each segment covers; budget (issue 11):
+ * p95 <= 30 ms each. Environment (defaults): BENCH_TURNS (40), BENCH_LLM_CHUNK_MS (20: the LLM's gap between words).
+ * Writes loadtest/results/voice-latency-<stamp>.{json,md}.
  */
-import { parseArgs } from 'node:util';
 import { inference, voice } from '@livekit/agents';
 import pino from 'pino';
 import { loadConfig } from '../src/config.ts';
@@ -26,9 +14,10 @@ import { MemoryAudioInput, MemoryAudioOutput } from '../src/voice/memory-audio.t
 import { RoomSocketLink } from '../src/voice/room-socket-link.ts';
 import { RoomVoiceAgent } from '../src/voice/room-voice-agent.ts';
 import { SpeechClient, TTS_SAMPLE_RATE, type SynthesisOptions } from '../src/voice/speech.ts';
-import { missingSpeechTools, startSpeechServer } from '../test/support/speech-server.ts';
+import { startSpeechServer } from '../test/support/speech-server.ts';
 import { startV1Fixture } from '../test/support/v1.ts';
 import { gitState, logger, machine, runBench } from './support/children.ts';
+import { envNumber } from './support/env.ts';
 import { markdownTable, percentile, roundSummary, sortedCopy, summarize, writeResults } from './support/report.ts';
 
 const LIVEKIT = { apiKey: 'APIbench', apiSecret: 'bench-secret-0123456789abcdefghijklmnopqrstu' };
@@ -38,28 +27,27 @@ const BUDGET_MS = 30;
 const now = () => performance.timeOrigin + performance.now();
 const log = logger('voice-latency');
 
-const options = { turns: { type: 'string', default: '40' }, 'llm-chunk-ms': { type: 'string', default: '20' } } as const;
-const { values: args } = parseArgs({ options });
-const turns = Number(args.turns);
-const chunkMs = Number(args['llm-chunk-ms']);
-if (!Number.isInteger(turns) || turns < 1 || !Number.isInteger(chunkMs) || chunkMs < 0) {
-  throw new Error('--turns >= 1 and --llm-chunk-ms >= 0, integers');
-}
-const missing = missingSpeechTools();
-if (missing.length > 0) throw new Error(`needs ${missing.join(', ')} (apt-get install flite pocketsphinx pocketsphinx-en-us)`);
+if (process.argv.length > 2) throw new Error('bench:voice takes BENCH_* variables (see loadtest/voice-latency.ts), not arguments');
+const turns = envNumber('BENCH_TURNS', 40, 1);
+const chunkMs = envNumber('BENCH_LLM_CHUNK_MS', 20, 0);
+/** JSON key and table row of each timed span; the last one is the whole turn, outside the budget. */
+const SEGMENTS = [
+  ['endOfSpeechToLlmRequest', 'a. end of speech -> LLM request'],
+  ['sentenceToTtsRequest', 'b. first sentence complete -> TTS request'],
+  ['ttsBytesToFirstFrame', 'c. first TTS bytes -> first audio frame'],
+  ['endOfSpeechToFirstFrame', 'end of speech -> first audio frame (all of it, speech server and fake LLM included)'],
+] as const;
 
 /** The agent's speech client, timing its calls (the HTTP calls themselves are the speech server's share). */
 class TimedSpeech extends SpeechClient {
   transcribed: { start: number; end: number }[] = [];
   synthesized: { start: number; firstBytes: number | null }[] = [];
-  override async transcribe(pcm: Int16Array | Buffer, sampleRate: number, signal: AbortSignal): Promise<string> {
+  override transcribe(pcm: Int16Array | Buffer, sampleRate: number, signal: AbortSignal): Promise<string> {
     const start = now();
-    const text = await super.transcribe(pcm, sampleRate, signal);
-    this.transcribed.push({ start, end: now() });
-    return text;
+    return super.transcribe(pcm, sampleRate, signal).finally(() => this.transcribed.push({ start, end: now() }));
   }
   override async *synthesize(text: string, options: SynthesisOptions, signal: AbortSignal): AsyncGenerator<Buffer> {
-    const mark: { start: number; firstBytes: number | null } = { start: now(), firstBytes: null };
+    const mark = { start: now(), firstBytes: null as number | null };
     this.synthesized.push(mark);
     for await (const chunk of super.synthesize(text, options, signal)) {
       mark.firstBytes ??= now();
@@ -80,7 +68,7 @@ runBench('bench:voice', 20 * 60_000, async (run) => {
   const vad = new inference.VAD();
   const mira = await f.api.post('/characters', { name: 'Mira Vance', description: 'A smuggler.' }).expect(201);
   const room = await f.api.post('/v1/rooms', { name: 'The Gate' }).expect(201);
-  await f.api.post(`/v1/rooms/${room.id as string}/participants`, { characterId: mira.id }).expect(201);
+  await f.api.post(`/v1/rooms/${String(room.id)}/participants`, { characterId: mira.id }).expect(201);
   const mouth = new MemoryAudioOutput();
   const firstFrames: number[] = [];
   mouth.on(voice.AudioOutput.EVENT_PLAYBACK_STARTED, () => firstFrames.push(now()));
@@ -89,17 +77,13 @@ runBench('bench:voice', 20 * 60_000, async (run) => {
   const microphones: MemoryAudioInput[] = [];
   let agent: RoomVoiceAgent | null = null;
   let linesDone: (() => void) | null = null;
-  const link = new RoomSocketLink({
-    baseUrl: f.t.url,
-    roomId: room.id as string,
-    token: () => signAgentToken(LIVEKIT, { projectId: f.projectId, roomId: room.id as string, characterId: mira.id as string }, 3600),
-    onEvent: (event) => {
-      agent?.handle(event);
-      if (event.type === 'transcript' && event.entry.speakerType === 'agent') linesDone?.();
-    },
-    logger: quiet,
-  });
-  agent = new RoomVoiceAgent({ characterId: mira.id as string, voice: characterVoice, link, speech, vad, logger: quiet });
+  const [roomId, characterId] = [room.id as string, mira.id as string];
+  const token = () => signAgentToken(LIVEKIT, { projectId: f.projectId, roomId, characterId }, 3600);
+  const link = new RoomSocketLink({ baseUrl: f.t.url, roomId, token, logger: quiet, onEvent: (event) => {
+    agent?.handle(event);
+    if (event.type === 'transcript' && event.entry.speakerType === 'agent') linesDone?.();
+  } });
+  agent = new RoomVoiceAgent({ characterId, voice: characterVoice, link, speech, vad, logger: quiet });
   await link.connect();
   agent.addHuman('ada', 'Ada', () => {
     const input = new MemoryAudioInput();
@@ -112,8 +96,8 @@ runBench('bench:voice', 20 * 60_000, async (run) => {
   speech.synthesized.length = 0;
   const pcm = Buffer.concat(chunks);
   const utterance = new Int16Array(pcm.buffer, pcm.byteOffset, pcm.length / 2).slice();
-  const samples = { a: [] as number[], b: [] as number[], c: [] as number[], total: [] as number[] };
-  for (let turn = 0; turn < turns; turn++) {
+  const samples: number[][] = SEGMENTS.map(() => []);
+  for (let turn = 1; turn <= turns; turn++) {
     f.upstream.script({ text: ANSWER, chunkDelayMs: chunkMs });
     const chatsBefore = f.upstream.requests.filter((r) => r.path === '/v1/chat/completions').length;
     const done = new Promise<void>((resolve) => (linesDone = resolve));
@@ -125,45 +109,27 @@ runBench('bench:voice', 20 * 60_000, async (run) => {
     const chat = f.upstream.requests.filter((r) => r.path === '/v1/chat/completions')[chatsBefore]!;
     const tts = speech.synthesized.at(-1)!;
     const frame = firstFrames.at(-1)!;
-    samples.a.push(chat.receivedAt - stt.end);
-    samples.b.push(tts.start - (chat.lastChunkAt ?? Number.NaN));
-    samples.c.push(frame - (tts.firstBytes ?? Number.NaN));
-    samples.total.push(frame - stt.start);
-    const last = (values: number[]) => values.at(-1)!.toFixed(1);
-    log(`turn ${turn + 1}/${turns}: a ${last(samples.a)} ms, b ${last(samples.b)} ms, c ${last(samples.c)} ms`);
+    const spans = [chat.receivedAt - stt.end, tts.start - (chat.lastChunkAt ?? Number.NaN), frame - (tts.firstBytes ?? Number.NaN),
+      frame - stt.start];
+    spans.forEach((ms, i) => samples[i]!.push(ms));
+    log(`turn ${turn}/${turns}: a ${spans[0]!.toFixed(1)} ms, b ${spans[1]!.toFixed(1)} ms, c ${spans[2]!.toFixed(1)} ms`);
   }
-  const result = {
-    benchmark: 'voice-latency',
-    at: new Date().toISOString(),
-    troupe: await gitState(),
-    machine: machine(),
-    settings: { turns, llmChunkMs: chunkMs, line: LINE, answer: ANSWER, budgetMs: BUDGET_MS },
-    segments: {
-      endOfSpeechToLlmRequest: roundSummary(summarize(samples.a)),
-      sentenceToTtsRequest: roundSummary(summarize(samples.b)),
-      ttsBytesToFirstFrame: roundSummary(summarize(samples.c)),
-      endOfSpeechToFirstFrame: roundSummary(summarize(samples.total)),
-    },
-  };
-  const p95 = (values: number[]) => percentile(sortedCopy(values), 95);
-  const row = (name: string, values: number[], budgeted: boolean) => {
-    const s = summarize(values);
-    return [name, s.p50.toFixed(1), p95(values).toFixed(1), s.max.toFixed(1),
-      budgeted ? (p95(values) <= BUDGET_MS ? 'within' : '**over**') : ''];
-  };
-  const table = markdownTable(['segment', 'p50', 'p95', 'max', 'budget'], [
-    row('a. end of speech -> LLM request', samples.a, true),
-    row('b. first sentence complete -> TTS request', samples.b, true),
-    row('c. first TTS bytes -> first audio frame', samples.c, true),
-    row('end of speech -> first audio frame (all of it, speech server and fake LLM included)', samples.total, false),
-  ], 'lrrrl');
+  const table = markdownTable(['segment', 'p50', 'p95', 'max', 'budget'], SEGMENTS.map(([, name], i) => {
+    const values = samples[i]!;
+    const [s, p95] = [summarize(values), percentile(sortedCopy(values), 95)];
+    const budget = i === SEGMENTS.length - 1 ? '' : p95 <= BUDGET_MS ? 'within' : '**over**';
+    return [name, s.p50.toFixed(1), p95.toFixed(1), s.max.toFixed(1), budget];
+  }), 'lrrrl');
   const markdown = `Troupe's share of a voice turn, ${turns} turns, ms (budget: p95 <= ${BUDGET_MS} ms each):\n\n${table}`;
+  const result = {
+    benchmark: 'voice-latency', at: new Date().toISOString(), troupe: await gitState(), machine: machine(),
+    settings: { turns, llmChunkMs: chunkMs, line: LINE, answer: ANSWER, budgetMs: BUDGET_MS },
+    segments: Object.fromEntries(SEGMENTS.map(([key], i) => [key, roundSummary(summarize(samples[i]!))])),
+  };
   const paths = await writeResults('voice-latency', run.stamp, result, markdown);
   process.stdout.write(`${markdown}\n\nwrote ${paths.json}\n\n`);
   link.close();
-  await agent.close();
-  await characterVoice.close();
-  for (const m of microphones) await m.close();
+  for (const closable of [agent, characterVoice, ...microphones]) await closable.close();
   await f.close();
   await speechServer.close();
 });
