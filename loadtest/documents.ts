@@ -1,103 +1,380 @@
 /**
- * Documents benchmark (issue 13): `npm run bench:documents`.
- *   (b) ingest     a ~50 MB file uploaded (curl, multipart) and processed to `ready`, on a fresh
- *                  PostgreSQL database and on PGlite, in two modes: `process`, Troupe as a child
- *                  with the event-loop delay measured inside it (probe.ts) and back-to-back GET
- *                  /healthz from here; `in-process`, startServer() here. Goal: p99 < 20 ms.
- *   (c) retrieval  DocumentIndex.search, top 6, for one character at each of BENCH_TIERS chunks in an
- *                  index shared with 29 characters (200k chunks), at 20 queries/s, full text and
- *                  hybrid; the fill rate of replaceChunks with both indexes; vector recall@6.
- *                  Goals: p99 <= 5 ms on PostgreSQL, <= 20 ms on PGlite; >= 3,000 chunks/s.
- * Prints markdown tables and writes loadtest/results/documents-<stamp>.{json,md}.
- * Environment (defaults in brackets):
- *   BENCH_PARTS [ingest,retrieval]  BENCH_RUNS repeats of (b) [1]  BENCH_BACKENDS [postgres,pglite] (b and c)
- *   BENCH_MODES [process,in-process] (b)  BENCH_INGEST_FILES [text,pdf,docx] (b: ~50 MB each; pdf and docx
- *     are text plus one noise image per page/section, which is what makes real ones that large)
- *   BENCH_INGEST_MB [49.9; the upload limit is 50 MiB]  BENCH_LOOP_RESOLUTION_MS [2]  BENCH_INGEST_TIMEOUT_SEC [600]
- *   BENCH_DATABASE_URL [postgres://postgres@127.0.0.1:5432/test] (temporary databases are made and dropped there)
- *   BENCH_TIERS chunks of the measured character [10000,30000,100000]
- *   BENCH_OTHERS_CHUNKS chunks of the 29 other characters in all [200000]
- *   BENCH_PGLITE_TIERS, BENCH_PGLITE_OTHERS_CHUNKS   the same on PGlite [the PostgreSQL values]
- *   BENCH_DIMENSIONS [256]  BENCH_QUERIES per tier and mode [300]  BENCH_RATE queries/s [20]
- *   BENCH_WRITERS documents written at once while filling [2]  BENCH_MAX_RUN_SEC [3600]
+ * Documents benchmark: `npm run bench:documents`. Prints Markdown tables and writes loadtest/results/documents-<stamp>.{json,md}.
+ *   ingest     a ~50 MB file uploaded by curl (multipart, so sending it never runs on a measured loop) and processed to
+ *              `ready` on a fresh store of each backend. `process`: Troupe as a child, the event-loop delay measured inside
+ *              it (probe.ts), GET /healthz back to back from here; `in-process`: startServer() here. Goal: p99 < 20 ms.
+ *   retrieval  DocumentIndex.search, top 6, for one character at each tier of chunks in an index shared with 29 others,
+ *              queries on a fixed schedule (latency counts from the scheduled time), full text and hybrid; the fill rate
+ *              of replaceChunks; vector recall@6 against exact cosine. Goals: p99 <= 5 ms on PostgreSQL, <= 20 ms on
+ *              PGlite; >= 3,000 chunks/s.
  */
-import { mkdtemp, rm } from 'node:fs/promises';
+import { randomFillSync } from 'node:crypto';
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { gitState, machine, runBench, type Log } from './support/children.ts';
+import { buffer } from 'node:stream/consumers';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { Document, HeadingLevel, ImageRun, Packer, Paragraph } from 'docx';
+import { sql } from 'drizzle-orm';
+import PDFDocument from 'pdfkit';
+import { pino } from 'pino';
+import { loadConfig } from '../src/config.ts';
+import { openDatabase } from '../src/db/database.ts';
+import { characters, documents, projects } from '../src/db/schema.ts';
+import { newId } from '../src/ids.ts';
+import { openDocumentIndex } from '../src/retrieval/document-index.ts';
+import { vectorHits } from '../src/retrieval/vector-search.ts';
+import { startServer } from '../src/server.ts';
+import { makePng } from '../test/support/document-fixtures.ts';
+import { seeded } from '../test/support/vectors.ts';
+import { execFileAsync, gitState, logger, machine, runBench } from './support/children.ts';
 import { envDatabaseUrl, envList, envNumber, envText } from './support/env.ts';
-import { fixed, markdownTable, writeResults } from './support/report.ts';
-import { measureIngest, stageFile, type IngestFile, type IngestResult } from './document-support/ingest.ts';
-import { measureRetrieval, type RetrievalResult } from './document-support/retrieval.ts';
-import { makeBulkDocx, makeBulkPdf, makeTextFile } from './document-support/text.ts';
+import { LoopMonitor, type LoopReport } from './support/probe.ts';
+import { fixed, markdownTable, summarize, writeResults, type Summary } from './support/report.ts';
+import { callJson, createCharacter, freshStore, newBootstrapKey, startTroupe } from './support/troupe.ts';
 
-const INGEST_FILES = ['text', 'pdf', 'docx'] as const;
+// The knobs (BENCH_*) and their defaults. Temporary databases are made and dropped at BENCH_DATABASE_URL.
+const PARTS = envList('BENCH_PARTS', ['ingest', 'retrieval'] as const);
+const BACKENDS = envList('BENCH_BACKENDS', ['postgres', 'pglite'] as const);
+const DATABASE_URL = envDatabaseUrl();
+const RUNS = envNumber('BENCH_RUNS', 1, 1); // of each ingest
+const MODES = envList('BENCH_MODES', ['process', 'in-process'] as const);
+// pdf and docx are text plus one noise image per page/section, which is what makes real ones that large.
+const FILE_KINDS = envList('BENCH_INGEST_FILES', ['text', 'pdf', 'docx'] as const);
 const MB = 1_048_576;
-const DOCX = 'application/vnd.openxmlformats-officedocument.wordprocessingml.document';
+const INGEST_BYTES = Math.floor(envNumber('BENCH_INGEST_MB', 49.9, 1, false) * MB); // the upload limit is 50 MiB
+const RESOLUTION_MS = envNumber('BENCH_LOOP_RESOLUTION_MS', 2, 1);
+const INGEST_TIMEOUT_MS = envNumber('BENCH_INGEST_TIMEOUT_SEC', 600, 10) * 1000;
+// The measured character's chunks at each tier, beside OTHERS_CHUNKS of the 29 others in all; BENCH_PGLITE_TIERS and
+// BENCH_PGLITE_OTHERS_CHUNKS set them for PGlite alone.
+const knob = (backend: Backend, name: string) => (backend === 'pglite' && envText(`BENCH_PGLITE_${name}`) ? `BENCH_PGLITE_${name}` : `BENCH_${name}`);
+const TIERS = (backend: Backend) => (envText(knob(backend, 'TIERS')) ?? '10000,30000,100000').split(',').map(Number);
+const OTHERS_CHUNKS = (backend: Backend) => envNumber(knob(backend, 'OTHERS_CHUNKS'), 200_000, 0);
+const DIMENSIONS = envNumber('BENCH_DIMENSIONS', 256, 1);
+const QUERIES = envNumber('BENCH_QUERIES', 300, 10); // per tier and mode, after WARMUP unmeasured ones
+const RATE = envNumber('BENCH_RATE', 20, 1, false); // queries/s
+const WRITERS = envNumber('BENCH_WRITERS', 2, 1); // documents written at once while filling, as the processor's concurrency
+const WARMUP = 20;
+const LIMIT = 6;
 
-async function ingestFiles(dir: string, wanted: readonly (typeof INGEST_FILES)[number][], log: Log): Promise<IngestFile[]> {
-  const bytes = Math.floor(envNumber('BENCH_INGEST_MB', 49.9, 1, false) * MB);
-  const files: IngestFile[] = [];
-  for (const kind of wanted) {
-    const t0 = performance.now();
-    if (kind === 'text') files.push(await stageFile(dir, 'text', 'big.txt', 'text/plain', makeTextFile(bytes)));
-    if (kind === 'pdf') files.push(await stageFile(dir, 'pdf', 'big.pdf', 'application/pdf', await makeBulkPdf(bytes - 2 * MB, 300)));
-    if (kind === 'docx') files.push(await stageFile(dir, 'docx', 'big.docx', DOCX, await makeBulkDocx(bytes - 2 * MB, 100)));
-    log(`generated ${kind}: ${((files.at(-1)?.bytes ?? 0) / MB).toFixed(1)} MiB in ${((performance.now() - t0) / 1000).toFixed(1)} s`);
+type Backend = (typeof BACKENDS)[number];
+type Owner = { projectId: string; characterId: string };
+type IngestResult = Awaited<ReturnType<typeof measureIngest>>;
+type RetrievalResult = Awaited<ReturnType<typeof measureRetrieval>>;
+const log = logger('bench:documents');
+
+// Seeded English-like text: same seed, same bytes, so runs compare the same input.
+// The function words are as common as in English prose: the 'simple' text-search configuration keeps them.
+const FUNCTION_WORDS = (
+  'the of and to a in that is was he for it with as his on be at by i this had not are but from or have an they which ' +
+  'one you were her all she there would their we him been has when who will more no if out so said what up its about ' +
+  'into than them can only other new some could time these two may then do first any my now such like our over man me ' +
+  'even most made after also did many before must through back years where much your way well down should because each'
+).split(' ');
+
+/** The vocabulary, most frequent first: the function words, then 20,000 made-up content words. */
+const WORDS = (() => {
+  const random = seeded(7);
+  const syllables = 'ka ter lo mar in ven do ris al the on gra sel bu ric an mo dun e pha tor li wen ost'.split(' ');
+  const words = new Set(FUNCTION_WORDS);
+  while (words.size < FUNCTION_WORDS.length + 20_000) {
+    const length = 2 + Math.floor(random() * 3);
+    words.add(Array.from({ length }, () => syllables[Math.floor(random() * syllables.length)]).join(''));
+  }
+  return [...words];
+})();
+
+const capitalise = (w: string) => `${w.charAt(0).toUpperCase()}${w.slice(1)}`;
+
+/** Words drawn Zipf-like (weight 1 / rank: rare words match few chunks) into sentences of 8-22 words, paragraphs of 3-7. */
+function prose(seed: number) {
+  const random = seeded(seed);
+  let sum = 0;
+  const cumulative = Float64Array.from(WORDS, (_, i) => (sum += 1 / (i + 1)));
+  const word = () => {
+    const target = random() * sum;
+    // Binary search for the first word whose cumulative weight reaches `target`.
+    let i = 0;
+    for (let step = 2 ** 15; step >= 1; step /= 2) if ((cumulative[i + step - 1] ?? Infinity) < target) i += step;
+    return WORDS[i]!;
+  };
+  const times = <T>(min: number, spread: number, make: () => T) => Array.from({ length: min + Math.floor(random() * spread) }, make);
+  const paragraph = () => times(3, 5, () => `${capitalise(times(8, 15, word).join(' '))}.`).join(' ');
+  /** Paragraphs of about `chars` characters in all. */
+  const paragraphs = (chars: number) => {
+    const out: string[] = [];
+    for (let size = 0; size < chars; size += out.at(-1)!.length) out.push(paragraph());
+    return out;
+  };
+  return { paragraph, paragraphs, heading: () => times(2, 4, () => capitalise(word())).join(' ') };
+}
+
+/**
+ * `count` sections of a heading, a greyscale noise image and `chars` of text, the images about `bytes` in all: deflate
+ * cannot shrink them, the way real large office files are large because of their images.
+ */
+function sections(seed: number, count: number, chars: number, bytes: number) {
+  const text = prose(seed);
+  const side = Math.floor(Math.sqrt(bytes / count) * 0.97);
+  const image = () => Buffer.from(makePng(side, side, randomFillSync(new Uint8Array(side * side))));
+  return Array.from({ length: count }, () => ({ heading: text.heading(), image: image(), paragraphs: text.paragraphs(chars) }));
+}
+
+async function bulkPdf(bytes: number): Promise<Uint8Array> {
+  const doc = new PDFDocument({ autoFirstPage: false, compress: true });
+  for (const page of sections(4, 300, 1_800, bytes)) {
+    doc.addPage().fontSize(18).text(page.heading).image(page.image, { fit: [200, 150] });
+    for (const paragraph of page.paragraphs) doc.fontSize(10).text(paragraph);
+  }
+  doc.end();
+  return new Uint8Array(await buffer(doc));
+}
+
+async function bulkDocx(bytes: number): Promise<Uint8Array> {
+  const children = sections(5, 100, 3_000, bytes).flatMap((section) => [
+    new Paragraph({ text: section.heading, heading: HeadingLevel.HEADING_1 }),
+    new Paragraph({ children: [new ImageRun({ type: 'png', data: section.image, transformation: { width: 200, height: 200 } })] }),
+    ...section.paragraphs.map((text) => new Paragraph({ text })),
+  ]);
+  return new Uint8Array(await Packer.toBuffer(new Document({ sections: [{ children }] })));
+}
+
+/** Writes each file to ingest where curl can read it; pdf and docx leave 2 MiB of the size to their text. */
+async function stageFiles(dir: string) {
+  const files = [];
+  for (const id of FILE_KINDS) {
+    const text = () => new TextEncoder().encode(prose(1).paragraphs(INGEST_BYTES).join('\n\n').slice(0, INGEST_BYTES));
+    const docx = 'application/vnd.openxmlformats-officedocument.wordprocessingml.document';
+    const { name, mimeType, data } = id === 'text' ? { name: 'big.txt', mimeType: 'text/plain', data: text() }
+      : id === 'pdf' ? { name: 'big.pdf', mimeType: 'application/pdf', data: await bulkPdf(INGEST_BYTES - 2 * MB) }
+      : { name: 'big.docx', mimeType: docx, data: await bulkDocx(INGEST_BYTES - 2 * MB) };
+    const path = join(dir, name);
+    await writeFile(path, data);
+    files.push({ id, name, mimeType, path, bytes: data.byteLength });
   }
   return files;
 }
 
-runBench('bench:documents', envNumber('BENCH_MAX_RUN_SEC', 3600, 60) * 1000, async ({ stamp, log }) => {
-  const parts = envList('BENCH_PARTS', ['ingest', 'retrieval'] as const);
-  const runs = envNumber('BENCH_RUNS', 1, 1);
-  const backends = envList('BENCH_BACKENDS', ['postgres', 'pglite'] as const);
-  const modes = envList('BENCH_MODES', ['process', 'in-process'] as const);
-  const databaseUrl = envDatabaseUrl();
+/** Troupe for one ingest; window() returns the main thread's loop delay since the last call. */
+async function startTarget(mode: (typeof MODES)[number], settings: Record<string, string>, key: string) {
+  if (mode === 'process') {
+    const probe = { loopResolutionMs: RESOLUTION_MS };
+    const troupe = await startTroupe({ name: 'troupe-documents', engine: 'node', key, settings, probe, readyTimeoutMs: 120_000 });
+    const window = async () => (await troupe.probe(30_000)).loop as LoopReport;
+    return { url: troupe.base, window, stop: () => troupe.stop(15_000).then(() => {}) };
+  }
+  const config = loadConfig({ PORT: '0', HOST: '127.0.0.1', HTTP_ENGINE: 'node', TROUPE_BOOTSTRAP_KEY: key, LOG_LEVEL: 'warn', ...settings });
+  const server = await startServer(config, pino({ level: 'silent' }));
+  const monitor = new LoopMonitor(RESOLUTION_MS);
+  return { url: server.url, window: async () => monitor.window(), stop: () => (monitor.stop(), server.stop()) };
+}
+
+/** Back-to-back GET /healthz until stopped (process mode; in-process it would run on the measured loop). */
+function probeHealthz(url: string | null): { stop: () => Promise<Summary | null> } {
+  let stopped = false;
+  const latencies: number[] = [];
+  const loop = (async () => {
+    while (url && !stopped) {
+      const t0 = performance.now();
+      // A connection the server closed while frozen fails one probe (counted until it failed), not the run.
+      await fetch(`${url}/healthz`, { signal: AbortSignal.timeout(60_000) }).then((res) => res.arrayBuffer(), () => null);
+      latencies.push(performance.now() - t0);
+    }
+  })();
+  return { stop: () => ((stopped = true), loop.then(() => (url ? summarize(latencies) : null))) };
+}
+
+async function measureIngest(file: Awaited<ReturnType<typeof stageFiles>>[number], backend: Backend, mode: (typeof MODES)[number], run: number) {
+  const store = await freshStore(backend, DATABASE_URL);
+  const label = `ingest ${file.id} ${backend} ${mode} #${run}`;
+  const key = newBootstrapKey();
+  let target: Awaited<ReturnType<typeof startTarget>> | null = null;
+  try {
+    const t = (target = await startTarget(mode, store.env, key));
+    const api = { base: t.url, auth: `Bearer ${key}` };
+    const characterId = await createCharacter(api, 'Archivist', 'Answers from the documents.');
+    const healthzUrl = mode === 'process' ? t.url : null;
+    // Two idle seconds first: the floor each number should be read against.
+    await t.window();
+    const idleProbe = probeHealthz(healthzUrl);
+    await sleep(2_000);
+    const healthzIdle = await idleProbe.stop();
+    const idle = await t.window();
+    const busyProbe = probeHealthz(healthzUrl);
+    const t0 = performance.now();
+    const form = `file=@${file.path};type=${file.mimeType};filename=${file.name}`;
+    const { stdout } = await execFileAsync('curl', ['-sS', '--max-time', '600', '-H', `authorization: ${api.auth}`, '-F', form,
+      '-w', '\n%{http_code}', `${t.url}/characters/${characterId}/documents`], { maxBuffer: 16 * MB });
+    const [body = '', status] = stdout.split(/\n(?=\d+$)/);
+    if (status !== '202') throw new Error(`upload of ${file.id}: HTTP ${status}: ${body.slice(0, 300)}`);
+    const uploadMs = performance.now() - t0;
+    const path = `/characters/${characterId}/documents/${(JSON.parse(body) as { id: string }).id}`;
+    let doc: { status: string; chunkCount: number; errorMessage: string | null };
+    while ((doc = await callJson(api, 'GET', path, undefined, 200)).status !== 'ready' && doc.status !== 'failed') {
+      if (performance.now() - t0 - uploadMs > INGEST_TIMEOUT_MS) throw new Error(`${label}: still ${doc.status} after ${INGEST_TIMEOUT_MS} ms`);
+      await sleep(200);
+    }
+    const processMs = performance.now() - t0 - uploadMs;
+    const healthz = await busyProbe.stop();
+    const loop = await t.window();
+    log(`${label}: ${doc.status} ${doc.errorMessage ?? ''}, ${doc.chunkCount} chunks, loop p99 ${loop.p99} ms`);
+    const { status: state, chunkCount } = doc;
+    return { file: file.id, backend, mode, run, status: state, chunkCount, uploadMs, processMs, idle, loop, healthz, healthzIdle };
+  } finally {
+    await target?.stop().catch((err: unknown) => log(`${label}: stopping failed: ${String(err)}`));
+    await store.dispose().catch((err: unknown) => log(`${label}: cleanup failed: ${String(err)}`));
+  }
+}
+
+/** Unit vectors around 64 topic centres: embeddings cluster by subject, as real ones do. */
+function vectorSource(seed: number): () => number[] {
+  const random = seeded(seed);
+  const noise = (scale: number) => Array.from({ length: DIMENSIONS }, () => (random() * 2 - 1) * scale);
+  const centres = Array.from({ length: 64 }, () => noise(1));
+  return () => {
+    const centre = centres[Math.floor(random() * centres.length)]!;
+    const v = noise(0.8).map((x, i) => x + centre[i]!);
+    const norm = Math.hypot(...v) || 1;
+    return v.map((x) => Math.round((x / norm) * 1e4) / 1e4);
+  };
+}
+
+/** In turn: keyword (2-3 content words), question (a template around them), common-word (the template around frequent words). */
+function makeQueries(count: number) {
+  const random = seeded(21);
+  const content = WORDS.slice(FUNCTION_WORDS.length);
+  // Frequent words the stopword list keeps ('time', 'first', 'man' ...): each is in many chunks.
+  const common = [...FUNCTION_WORDS.slice(40), ...content.slice(0, 40)];
+  const pick = (words: string[], skew: number) => words[Math.floor(words.length * random() ** skew)]!;
+  const templates = ['What did the {} do with the {}?', 'Where is the {} of {}?', 'Tell me about the {} and the {}.',
+    'Who has the {} now that {} is gone?'];
+  const template = (i: number, words: string[], skew: number) => templates[i % 4]!.replace(/\{\}/g, () => pick(words, skew));
+  return Array.from({ length: count }, (_, i) => {
+    if (i % 3 === 0) return { kind: 'keyword', text: Array.from({ length: 2 + Math.floor(random() * 2) }, () => pick(content, 3)).join(' ') };
+    return i % 3 === 1 ? { kind: 'question', text: template(i, content, 3) } : { kind: 'common', text: template(i, common, 1) };
+  });
+}
+
+async function measureRetrieval(backend: Backend) {
+  const store = await freshStore(backend, DATABASE_URL);
+  const { db, ownConnection, close } = await openDatabase({ databaseUrl: store.url, dataDir: store.dir ?? '', poolSize: 4 });
+  try {
+    // As the server opens it: character indexes are built CONCURRENTLY where there is a server.
+    const index = await openDocumentIndex({ db, ownConnection, logger: pino({ level: 'warn' }), dimensions: DIMENSIONS, embeddings: true });
+    const projectId = newId('project');
+    await db.insert(projects).values({ id: projectId, name: 'bench' });
+    const owners: Owner[] = Array.from({ length: 30 }, () => ({ projectId, characterId: newId('character') }));
+    await db.insert(characters).values(owners.map((owner, i) => ({ id: owner.characterId, projectId, name: `character ${i}` })));
+    const [target, others] = [owners[0]!, owners.slice(1)];
+    const text = prose(11);
+    const nextVector = vectorSource(12);
+    const fill = { chunks: 0, writeMs: 0, chunksPerSec: 0, upkeepWaitMs: 0 };
+    // The processor's upkeep after each ready document (character vector indexes), running beside the writes.
+    const upkeep: Promise<void>[] = [];
+    /** Ready documents of up to 1,000 chunks of ~1,500 characters, written as the processor does, `chunks` more for each owner. */
+    const fillUp = async (fillOwners: Owner[], chunks: number) => {
+      const jobs = fillOwners.flatMap((owner) =>
+        Array.from({ length: Math.ceil(chunks / 1_000) }, (_, i) => ({ owner, count: Math.min(1_000, chunks - i * 1_000) })));
+      const started = performance.now();
+      const writer = async () => {
+        for (let job = jobs.shift(); job; job = jobs.shift()) {
+          const headingPath = [text.heading()];
+          const rows = Array.from({ length: job.count }, (_, ordinal) => {
+            let content = '';
+            while (content.length < 1_500) content += (content ? '\n\n' : '') + text.paragraph();
+            return { ordinal, content, tokenCount: Math.ceil(content.length / 4), page: null, headingPath, startOffset: 0, endOffset: content.length };
+          });
+          const embeddings = rows.map(() => nextVector());
+          const doc = { id: newId('document'), ...job.owner };
+          await db.transaction(async (tx) => {
+            await tx.insert(documents).values({ ...doc, name: 'part.txt', mimeType: 'text/plain', fileSize: 1, status: 'ready', chunkCount: job.count });
+            await index.replaceChunks(tx, doc, rows, embeddings);
+          });
+          fill.chunks += job.count;
+          upkeep.push(index.afterWrite({ characterId: doc.characterId }));
+        }
+      };
+      await Promise.all(Array.from({ length: WRITERS }, writer));
+      fill.writeMs += performance.now() - started;
+      log(`retrieval ${backend}: ${fill.chunks} chunks written, ${(fill.chunks / (fill.writeMs / 1000)).toFixed(0)} chunks/s`);
+    };
+    await fillUp(others, Math.ceil(OTHERS_CHUNKS(backend) / others.length));
+    const queries = makeQueries(QUERIES + WARMUP).map((query) => ({ ...query, vector: nextVector() }));
+    const tiers = [];
+    for (const tier of TIERS(backend)) {
+      await fillUp([target], tier - (tiers.at(-1)?.chunks ?? 0));
+      // Measured once the builds the writes started are done, as a server is a little later.
+      const waitStarted = performance.now();
+      await Promise.all(upkeep.splice(0));
+      fill.upkeepWaitMs += performance.now() - waitStarted;
+      // What autovacuum does shortly after a bulk load (the planner needs it to pick the indexes), then the fill's WAL
+      // written out now, not by a checkpoint in the middle of the queries.
+      for (const statement of ['vacuum analyze document_chunks', 'vacuum analyze document_terms', 'analyze documents', 'checkpoint']) {
+        await db.execute(sql.raw(statement));
+      }
+      const timings: { mode: string; kind: string; ms: number; found: number }[] = [];
+      const started = performance.now();
+      for (let slot = 0; slot < queries.length * 2; slot++) {
+        const [query, mode] = [queries[slot >> 1]!, slot % 2 === 0 ? 'fulltext' : 'hybrid'];
+        if (mode === 'hybrid' && !index.vectors) continue;
+        const at = started + (slot * 1000) / RATE;
+        const wait = at - performance.now();
+        if (wait > 0) await sleep(wait);
+        const found = await index.search({ ...target, text: query.text, embedding: mode === 'hybrid' ? query.vector : null, limit: LIMIT });
+        if (slot >> 1 >= WARMUP) timings.push({ mode, kind: query.kind, ms: performance.now() - at, found: found.length });
+      }
+      // mode -> kind (all, keyword, question, common) -> latency and the fewest results of a query (6: each filled its top 6).
+      const latency: Record<string, Record<string, Summary & { minResults: number }>> = {};
+      for (const mode of ['fulltext', 'hybrid']) {
+        for (const kind of ['all', 'keyword', 'question', 'common']) {
+          const some = timings.filter((t) => t.mode === mode && (kind === 'all' || t.kind === kind));
+          if (some.length) (latency[mode] ??= {})[kind] = { ...summarize(some.map((t) => t.ms)), minResults: Math.min(...some.map((t) => t.found)) };
+        }
+      }
+      // Recall: the mean share of the exact cosine top 6 that the approximate (IVFFlat) search returns.
+      let recalled = 0;
+      for (const { vector } of index.vectors ? queries.slice(0, 30) : []) {
+        const exact = new Set((await vectorHits(db, target, vector, LIMIT, { exactUpTo: Infinity })).map((hit) => hit.id));
+        const approximate = await vectorHits(db, target, vector, LIMIT, { exactUpTo: 0 });
+        recalled += approximate.filter((hit) => exact.has(hit.id)).length / LIMIT;
+      }
+      tiers.push({ chunks: tier, total: fill.chunks, latency, vectorRecall: index.vectors ? recalled / 30 : null });
+      log(`retrieval ${backend} ${tier}: p99 ${f(latency.fulltext?.all?.p99, 2)} ms full text, ${f(latency.hybrid?.all?.p99, 2)} hybrid`);
+    }
+    fill.chunksPerSec = fill.chunks / (fill.writeMs / 1000);
+    return { backend, vectors: index.vectors as boolean, fill, tiers };
+  } finally {
+    await close();
+    await store.dispose();
+  }
+}
+
+runBench('bench:documents', envNumber('BENCH_MAX_RUN_SEC', 3600, 60) * 1000, async ({ stamp }) => {
   const git = await gitState();
-  const out: Record<string, unknown> = { stamp, machine: machine(), git, parts, runs };
+  const out: Record<string, unknown> = { stamp, machine: machine(), git, parts: PARTS, runs: RUNS };
   const sections: string[] = [];
-  if (parts.includes('ingest')) {
+  if (PARTS.includes('ingest')) {
     const dir = await mkdtemp(join(tmpdir(), 'troupe-doc-bench-files-'));
     try {
-      const files = await ingestFiles(dir, envList('BENCH_INGEST_FILES', INGEST_FILES), log);
-      const resolutionMs = envNumber('BENCH_LOOP_RESOLUTION_MS', 2, 1);
-      const timeoutMs = envNumber('BENCH_INGEST_TIMEOUT_SEC', 600, 10) * 1000;
+      const files = await stageFiles(dir);
       const results: IngestResult[] = [];
-      for (let run = 1; run <= runs; run++) {
+      for (let run = 1; run <= RUNS; run++) {
         for (const file of files) {
-          for (const backend of backends) {
-            for (const mode of modes) {
-              results.push(await measureIngest({ backend, mode, file, run, databaseUrl, resolutionMs, timeoutMs, log }));
-            }
+          for (const backend of BACKENDS) {
+            for (const mode of MODES) results.push(await measureIngest(file, backend, mode, run));
           }
         }
       }
       out.ingest = results;
-      sections.push(formatIngest(results, files));
+      const size = (id: string) => `${(files.find((file) => file.id === id)!.bytes / MB).toFixed(1)} MiB`;
+      sections.push(formatIngest(results, size));
     } finally {
       await rm(dir, { recursive: true, force: true });
     }
   }
-  if (parts.includes('retrieval')) {
+  if (PARTS.includes('retrieval')) {
     const results: RetrievalResult[] = [];
-    const tiers = envText('BENCH_TIERS') ?? '10000,30000,100000';
-    for (const backend of backends) {
-      const pglite = backend === 'pglite';
-      results.push(await measureRetrieval({
-        backend,
-        databaseUrl,
-        tiers: ((pglite && envText('BENCH_PGLITE_TIERS')) || tiers).split(',').map(Number),
-        others: 29,
-        othersChunks: envNumber(pglite && envText('BENCH_PGLITE_OTHERS_CHUNKS') ? 'BENCH_PGLITE_OTHERS_CHUNKS' : 'BENCH_OTHERS_CHUNKS',
-          200_000, 0),
-        dimensions: envNumber('BENCH_DIMENSIONS', 256, 1),
-        queries: envNumber('BENCH_QUERIES', 300, 10),
-        ratePerSec: envNumber('BENCH_RATE', 20, 1, false),
-        writers: envNumber('BENCH_WRITERS', 2, 1),
-        log,
-      }));
-    }
+    for (const backend of BACKENDS) results.push(await measureRetrieval(backend));
     out.retrieval = results;
     sections.push(formatRetrieval(results));
   }
@@ -109,48 +386,38 @@ runBench('bench:documents', envNumber('BENCH_MAX_RUN_SEC', 3600, 60) * 1000, asy
 
 const f = (v: number | null | undefined, digits = 1) => fixed(v, digits, 'n/a');
 
-function formatIngest(results: IngestResult[], files: IngestFile[]): string {
-  const size = (id: string) => `${((files.find((x) => x.id === id)?.bytes ?? 0) / MB).toFixed(1)} MiB`;
-  // Rows with the same file, backend and mode, in first-seen order; each cell joins its runs as `a / b`.
-  const rows = [...Map.groupBy(results, (r) => `${r.file}|${r.backend}|${r.mode}`).values()].map((g) => {
-    const runs = (cell: (item: IngestResult) => string) => g.map(cell).join(' / ');
-    const { file, backend, mode } = g[0]!;
-    return [
-      `${file} ${size(file)}`, backend, mode,
-      runs((r) => (r.status === 'ready' ? String(r.chunkCount) : r.status)),
-      runs((r) => `${f(r.uploadMs / 1000)} + ${f(r.processMs / 1000)}`),
-      runs((r) => f(r.idle.p99)),
-      runs((r) => f(r.loop.p50)),
-      runs((r) => f(r.loop.p99)),
-      runs((r) => f(r.loop.max, 0)),
-      runs((r) => `${r.loop.stallCount} (${f(r.loop.stalledMs / 1000)} s)`),
-      runs((r) => (r.healthz ? `${f(r.healthz.p50)}, ${f(r.healthz.p99)}, ${f(r.healthz.max, 0)}` : '-')),
-      runs((r) => r.loop.stalls.slice(0, 3).map(([, ms]) => ms).join(',') || '-'),
-    ];
-  });
-  const header = ['file', 'backend', 'mode', 'chunks', 'upload + processing s', 'idle loop p99 ms', 'loop p50 ms', 'loop p99 ms',
-    'loop max ms',    'stalls > 20 ms: count (time)', 'GET /healthz p50, p99, max ms', 'longest stalls ms'];
-  return `### (b) Ingestion end to end: main-thread event-loop delay (goal p99 < 20 ms)\n\n${markdownTable(header, rows)}`;
+function formatIngest(results: IngestResult[], size: (file: string) => string): string {
+  const columns: [string, (r: IngestResult) => string][] = [
+    ['chunks', (r) => (r.status === 'ready' ? String(r.chunkCount) : r.status)],
+    ['upload + processing s', (r) => `${f(r.uploadMs / 1000)} + ${f(r.processMs / 1000)}`],
+    ['idle loop p99 ms', (r) => f(r.idle.p99)],
+    ['loop p50 ms', (r) => f(r.loop.p50)],
+    ['loop p99 ms', (r) => f(r.loop.p99)],
+    ['loop max ms', (r) => f(r.loop.max, 0)],
+    ['stalls > 20 ms: count (time)', (r) => `${r.loop.stallCount} (${f(r.loop.stalledMs / 1000)} s)`],
+    ['GET /healthz p50, p99, max ms', (r) => (r.healthz ? `${f(r.healthz.p50)}, ${f(r.healthz.p99)}, ${f(r.healthz.max, 0)}` : '-')],
+    ['longest stalls ms', (r) => r.loop.stalls.slice(0, 3).map(([, ms]) => ms).join(',') || '-'],
+  ];
+  // One row per file, backend and mode, in first-seen order; each cell joins its runs as `a / b`.
+  const rows = [...Map.groupBy(results, (r) => `${r.file}|${r.backend}|${r.mode}`).values()].map((runs) => [
+    `${runs[0]!.file} ${size(runs[0]!.file)}`, runs[0]!.backend, runs[0]!.mode, ...columns.map(([, cell]) => runs.map(cell).join(' / ')),
+  ]);
+  const table = markdownTable(['file', 'backend', 'mode', ...columns.map(([name]) => name)], rows);
+  return `### (b) Ingestion end to end: main-thread event-loop delay (goal p99 < 20 ms)\n\n${table}`;
 }
 
 function formatRetrieval(results: RetrievalResult[]): string {
-  const rows: string[][] = [];
-  for (const r of results) {
-    for (const tier of r.tiers) {
-      for (const [mode, kinds] of Object.entries(tier.latency)) {
-        const cell = (kind: string) => (kinds[kind] ? `${f(kinds[kind].p50, 2)} / ${f(kinds[kind].p99, 2)}` : '-');
-        const all = kinds.all;
-        const recall = mode === 'hybrid' ? f(tier.vectorRecall, 3) : '';
-        rows.push([r.backend, String(tier.chunks), String(tier.total), mode, cell('all'), f(all?.max, 1), cell('keyword'), cell('question'),
-          cell('common'),          String(all?.minResults ?? '-'), recall]);
-      }
-    }
-  }
+  const rows = results.flatMap((r) => r.tiers.flatMap((tier) => Object.entries(tier.latency).map(([mode, kinds]) => {
+    const cell = (kind: string) => (kinds[kind] ? `${f(kinds[kind].p50, 2)} / ${f(kinds[kind].p99, 2)}` : '-');
+    return [r.backend, String(tier.chunks), String(tier.total), mode, cell('all'), f(kinds.all?.max, 1), cell('keyword'), cell('question'),
+      cell('common'), String(kinds.all?.minResults ?? '-'), mode === 'hybrid' ? f(tier.vectorRecall, 3) : ''];
+  })));
   const fills = results.map((r) => `${r.backend}: ${r.fill.chunks} chunks written in ${f(r.fill.writeMs / 1000, 0)} s ` +
-    `(${f(r.fill.chunksPerSec, 0)} chunks/s, vectors ${r.vectors}; then ${f(r.fill.upkeepWaitMs / 1000, 1)} s waiting for index builds)`).join('; ');
+    `(${f(r.fill.chunksPerSec, 0)} chunks/s, vectors ${r.vectors}; then ${f(r.fill.upkeepWaitMs / 1000, 1)} s waiting for index builds)`);
   const header = ['backend', 'chunks (character)', 'chunks (index)', 'mode', 'p50 / p99 ms', 'max ms', 'keyword p50 / p99',
-    'question p50 / p99',    'common-word p50 / p99', 'fewest results', 'vector recall@6'];
-  const title = '### (c) Retrieval: DocumentIndex.search, top 6, one character in a shared index, 20 queries/s ' +
+    'question p50 / p99', 'common-word p50 / p99', 'fewest results', 'vector recall@6'];
+  const title = `### (c) Retrieval: DocumentIndex.search, top 6, one character in a shared index, ${RATE} queries/s ` +
     '(goal p99 <= 5 ms PostgreSQL, <= 20 ms PGlite)';
-  return `${title}\n\n${markdownTable(header, rows)}\n\nFill (replaceChunks: chunk rows, document_terms chunk sets, the IVFFlat vector index and its retraining): ${fills}.`;
+  return `${title}\n\n${markdownTable(header, rows)}\n\nFill (replaceChunks: chunk rows, document_terms chunk sets, ` +
+    `the IVFFlat vector index and its retraining): ${fills.join('; ')}.`;
 }
