@@ -1,12 +1,10 @@
 /**
- * Documents benchmark: `npm run bench:documents`. Prints Markdown tables and writes loadtest/results/documents-<stamp>.{json,md}.
- *   ingest     a ~50 MB file uploaded by curl (multipart, so sending it never runs on a measured loop) and processed to
- *              `ready` on a fresh store of each backend. `process`: Troupe as a child, the event-loop delay measured inside
- *              it (probe.ts), GET /healthz back to back from here; `in-process`: startServer() here. Goal: p99 < 20 ms.
- *   retrieval  DocumentIndex.search, top 6, for one character at each tier of chunks in an index shared with 29 others,
- *              queries on a fixed schedule (latency counts from the scheduled time), full text and hybrid; the fill rate
- *              of replaceChunks; vector recall@6 against exact cosine. Goals: p99 <= 5 ms on PostgreSQL, <= 20 ms on
- *              PGlite; >= 3,000 chunks/s.
+ * Documents benchmark (`npm run bench:documents`; Markdown tables, also in loadtest/results/documents-<stamp>.{json,md}).
+ * ingest: a ~50 MB file uploaded by curl (so sending it never runs on a measured loop) and processed to `ready` on a fresh
+ * store; `process`: Troupe as a child, its event-loop delay measured inside it (probe.ts), GET /healthz back to back from
+ * here; `in-process`: startServer() here. Goal: p99 < 20 ms. retrieval: DocumentIndex.search, top 6, for one character
+ * at each tier of chunks in an index shared with 29 others, on a fixed schedule (latency counts from the scheduled time),
+ * full text and hybrid; the fill rate; vector recall@6. Goals: p99 <= 5 ms PostgreSQL, <= 20 ms PGlite; >= 3,000 chunks/s.
  */
 import { randomFillSync } from 'node:crypto';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
@@ -33,7 +31,7 @@ import { LoopMonitor, type LoopReport } from './support/probe.ts';
 import { fixed, markdownTable, summarize, writeResults, type Summary } from './support/report.ts';
 import { callJson, createCharacter, freshStore, newBootstrapKey, startTroupe } from './support/troupe.ts';
 
-// The knobs (BENCH_*) and their defaults. Temporary databases are made and dropped at BENCH_DATABASE_URL.
+// The BENCH_* knobs and their defaults. Temporary databases are made and dropped at BENCH_DATABASE_URL.
 const PARTS = envList('BENCH_PARTS', ['ingest', 'retrieval'] as const);
 const BACKENDS = envList('BENCH_BACKENDS', ['postgres', 'pglite'] as const);
 const DATABASE_URL = envDatabaseUrl();
@@ -45,26 +43,21 @@ const MB = 1_048_576;
 const INGEST_BYTES = Math.floor(envNumber('BENCH_INGEST_MB', 49.9, 1, false) * MB); // the upload limit is 50 MiB
 const RESOLUTION_MS = envNumber('BENCH_LOOP_RESOLUTION_MS', 2, 1);
 const INGEST_TIMEOUT_MS = envNumber('BENCH_INGEST_TIMEOUT_SEC', 600, 10) * 1000;
-// The measured character's chunks at each tier, beside OTHERS_CHUNKS of the 29 others in all; BENCH_PGLITE_TIERS and
-// BENCH_PGLITE_OTHERS_CHUNKS set them for PGlite alone.
-const knob = (backend: Backend, name: string) => (backend === 'pglite' && envText(`BENCH_PGLITE_${name}`) ? `BENCH_PGLITE_${name}` : `BENCH_${name}`);
+// The measured character's chunks at each tier, the 29 others' in all; BENCH_PGLITE_* set them for PGlite alone.
+const knob = (backend: Backend, name: string) => (backend === 'pglite' && envText(`BENCH_PGLITE_${name}`) ? 'BENCH_PGLITE_' : 'BENCH_') + name;
 const TIERS = (backend: Backend) => (envText(knob(backend, 'TIERS')) ?? '10000,30000,100000').split(',').map(Number);
 const OTHERS_CHUNKS = (backend: Backend) => envNumber(knob(backend, 'OTHERS_CHUNKS'), 200_000, 0);
 const DIMENSIONS = envNumber('BENCH_DIMENSIONS', 256, 1);
 const QUERIES = envNumber('BENCH_QUERIES', 300, 10); // per tier and mode, after WARMUP unmeasured ones
 const RATE = envNumber('BENCH_RATE', 20, 1, false); // queries/s
 const WRITERS = envNumber('BENCH_WRITERS', 2, 1); // documents written at once while filling, as the processor's concurrency
-const WARMUP = 20;
-const LIMIT = 6;
+const [WARMUP, LIMIT] = [20, 6];
 
 type Backend = (typeof BACKENDS)[number];
-type Owner = { projectId: string; characterId: string };
-type IngestResult = Awaited<ReturnType<typeof measureIngest>>;
-type RetrievalResult = Awaited<ReturnType<typeof measureRetrieval>>;
 const log = logger('bench:documents');
 
-// Seeded English-like text: same seed, same bytes, so runs compare the same input.
-// The function words are as common as in English prose: the 'simple' text-search configuration keeps them.
+// Seeded English-like text (same seed, same bytes): function words as common as in English prose (the 'simple'
+// text-search configuration keeps them, so they match nearly every chunk), then made-up words in a long Zipf tail.
 const FUNCTION_WORDS = (
   'the of and to a in that is was he for it with as his on be at by i this had not are but from or have an they which ' +
   'one you were her all she there would their we him been has when who will more no if out so said what up its about ' +
@@ -83,10 +76,9 @@ const WORDS = (() => {
   }
   return [...words];
 })();
-
 const capitalise = (w: string) => `${w.charAt(0).toUpperCase()}${w.slice(1)}`;
 
-/** Words drawn Zipf-like (weight 1 / rank: rare words match few chunks) into sentences of 8-22 words, paragraphs of 3-7. */
+/** Words drawn with weight 1 / rank into sentences of 8-22 words and paragraphs of 3-7 sentences. */
 function prose(seed: number) {
   const random = seeded(seed);
   let sum = 0;
@@ -100,19 +92,16 @@ function prose(seed: number) {
   };
   const times = <T>(min: number, spread: number, make: () => T) => Array.from({ length: min + Math.floor(random() * spread) }, make);
   const paragraph = () => times(3, 5, () => `${capitalise(times(8, 15, word).join(' '))}.`).join(' ');
-  /** Paragraphs of about `chars` characters in all. */
-  const paragraphs = (chars: number) => {
+  /** Paragraphs until they hold `chars` characters, counting a separator of `sep` between two. */
+  const paragraphs = (chars: number, sep = 0) => {
     const out: string[] = [];
-    for (let size = 0; size < chars; size += out.at(-1)!.length) out.push(paragraph());
+    for (let size = -sep; size < chars; size += out.at(-1)!.length + sep) out.push(paragraph());
     return out;
   };
-  return { paragraph, paragraphs, heading: () => times(2, 4, () => capitalise(word())).join(' ') };
+  return { paragraphs, heading: () => times(2, 4, () => capitalise(word())).join(' ') };
 }
 
-/**
- * `count` sections of a heading, a greyscale noise image and `chars` of text, the images about `bytes` in all: deflate
- * cannot shrink them, the way real large office files are large because of their images.
- */
+/** Sections of a heading, a noise image (deflate cannot shrink it; the images make about `bytes`) and `chars` of text. */
 function sections(seed: number, count: number, chars: number, bytes: number) {
   const text = prose(seed);
   const side = Math.floor(Math.sqrt(bytes / count) * 0.97);
@@ -122,7 +111,7 @@ function sections(seed: number, count: number, chars: number, bytes: number) {
 
 async function bulkPdf(bytes: number): Promise<Uint8Array> {
   const doc = new PDFDocument({ autoFirstPage: false, compress: true });
-  for (const page of sections(4, 300, 1_800, bytes)) {
+  for (const page of sections(4, 300, 1_800, bytes - 2 * MB)) {
     doc.addPage().fontSize(18).text(page.heading).image(page.image, { fit: [200, 150] });
     for (const paragraph of page.paragraphs) doc.fontSize(10).text(paragraph);
   }
@@ -131,7 +120,7 @@ async function bulkPdf(bytes: number): Promise<Uint8Array> {
 }
 
 async function bulkDocx(bytes: number): Promise<Uint8Array> {
-  const children = sections(5, 100, 3_000, bytes).flatMap((section) => [
+  const children = sections(5, 100, 3_000, bytes - 2 * MB).flatMap((section) => [
     new Paragraph({ text: section.heading, heading: HeadingLevel.HEADING_1 }),
     new Paragraph({ children: [new ImageRun({ type: 'png', data: section.image, transformation: { width: 200, height: 200 } })] }),
     ...section.paragraphs.map((text) => new Paragraph({ text })),
@@ -139,37 +128,15 @@ async function bulkDocx(bytes: number): Promise<Uint8Array> {
   return new Uint8Array(await Packer.toBuffer(new Document({ sections: [{ children }] })));
 }
 
-/** Writes each file to ingest where curl can read it; pdf and docx leave 2 MiB of the size to their text. */
-async function stageFiles(dir: string) {
-  const files = [];
-  for (const id of FILE_KINDS) {
-    const text = () => new TextEncoder().encode(prose(1).paragraphs(INGEST_BYTES).join('\n\n').slice(0, INGEST_BYTES));
-    const docx = 'application/vnd.openxmlformats-officedocument.wordprocessingml.document';
-    const { name, mimeType, data } = id === 'text' ? { name: 'big.txt', mimeType: 'text/plain', data: text() }
-      : id === 'pdf' ? { name: 'big.pdf', mimeType: 'application/pdf', data: await bulkPdf(INGEST_BYTES - 2 * MB) }
-      : { name: 'big.docx', mimeType: docx, data: await bulkDocx(INGEST_BYTES - 2 * MB) };
-    const path = join(dir, name);
-    await writeFile(path, data);
-    files.push({ id, name, mimeType, path, bytes: data.byteLength });
-  }
-  return files;
-}
+/** The files to ingest; pdf and docx leave 2 MiB of the size to their text. */
+const FILES = {
+  text: ['big.txt', 'text/plain', async (bytes: number) => new TextEncoder().encode(prose(1).paragraphs(bytes).join('\n\n').slice(0, bytes))],
+  pdf: ['big.pdf', 'application/pdf', bulkPdf],
+  docx: ['big.docx', 'application/vnd.openxmlformats-officedocument.wordprocessingml.document', bulkDocx],
+} as const;
+type StagedFile = { id: string; name: string; mimeType: string; path: string; bytes: number };
 
-/** Troupe for one ingest; window() returns the main thread's loop delay since the last call. */
-async function startTarget(mode: (typeof MODES)[number], settings: Record<string, string>, key: string) {
-  if (mode === 'process') {
-    const probe = { loopResolutionMs: RESOLUTION_MS };
-    const troupe = await startTroupe({ name: 'troupe-documents', engine: 'node', key, settings, probe, readyTimeoutMs: 120_000 });
-    const window = async () => (await troupe.probe(30_000)).loop as LoopReport;
-    return { url: troupe.base, window, stop: () => troupe.stop(15_000).then(() => {}) };
-  }
-  const config = loadConfig({ PORT: '0', HOST: '127.0.0.1', HTTP_ENGINE: 'node', TROUPE_BOOTSTRAP_KEY: key, LOG_LEVEL: 'warn', ...settings });
-  const server = await startServer(config, pino({ level: 'silent' }));
-  const monitor = new LoopMonitor(RESOLUTION_MS);
-  return { url: server.url, window: async () => monitor.window(), stop: () => (monitor.stop(), server.stop()) };
-}
-
-/** Back-to-back GET /healthz until stopped (process mode; in-process it would run on the measured loop). */
+/** Back-to-back GET /healthz until stopped: only with a url (process mode; in-process it would load the measured loop). */
 function probeHealthz(url: string | null): { stop: () => Promise<Summary | null> } {
   let stopped = false;
   const latencies: number[] = [];
@@ -184,45 +151,53 @@ function probeHealthz(url: string | null): { stop: () => Promise<Summary | null>
   return { stop: () => ((stopped = true), loop.then(() => (url ? summarize(latencies) : null))) };
 }
 
-async function measureIngest(file: Awaited<ReturnType<typeof stageFiles>>[number], backend: Backend, mode: (typeof MODES)[number], run: number) {
-  const store = await freshStore(backend, DATABASE_URL);
+async function measureIngest(file: StagedFile, backend: Backend, mode: (typeof MODES)[number], run: number) {
   const label = `ingest ${file.id} ${backend} ${mode} #${run}`;
-  const key = newBootstrapKey();
-  let target: Awaited<ReturnType<typeof startTarget>> | null = null;
+  const [key, store] = [newBootstrapKey(), await freshStore(backend, DATABASE_URL)];
+  const cleanup: (() => Promise<unknown>)[] = [store.dispose];
   try {
-    const t = (target = await startTarget(mode, store.env, key));
+    // Troupe, and window(): the main thread's loop delay since the last call.
+    let t: { url: string; window: () => Promise<LoopReport> };
+    if (mode === 'process') {
+      const probe = { loopResolutionMs: RESOLUTION_MS };
+      const troupe = await startTroupe({ name: 'troupe-documents', engine: 'node', key, settings: store.env, probe, readyTimeoutMs: 120_000 });
+      cleanup.unshift(() => troupe.stop(15_000));
+      t = { url: troupe.base, window: async () => (await troupe.probe(30_000)).loop as LoopReport };
+    } else {
+      const env = { PORT: '0', HOST: '127.0.0.1', HTTP_ENGINE: 'node', TROUPE_BOOTSTRAP_KEY: key, LOG_LEVEL: 'warn', ...store.env };
+      const [server, monitor] = [await startServer(loadConfig(env), pino({ level: 'silent' })), new LoopMonitor(RESOLUTION_MS)];
+      cleanup.unshift(() => (monitor.stop(), server.stop()));
+      t = { url: server.url, window: async () => monitor.window() };
+    }
     const api = { base: t.url, auth: `Bearer ${key}` };
     const characterId = await createCharacter(api, 'Archivist', 'Answers from the documents.');
-    const healthzUrl = mode === 'process' ? t.url : null;
     // Two idle seconds first: the floor each number should be read against.
     await t.window();
-    const idleProbe = probeHealthz(healthzUrl);
+    const idleProbe = probeHealthz(mode === 'process' ? t.url : null);
     await sleep(2_000);
     const healthzIdle = await idleProbe.stop();
     const idle = await t.window();
-    const busyProbe = probeHealthz(healthzUrl);
+    const busyProbe = probeHealthz(mode === 'process' ? t.url : null);
     const t0 = performance.now();
-    const form = `file=@${file.path};type=${file.mimeType};filename=${file.name}`;
-    const { stdout } = await execFileAsync('curl', ['-sS', '--max-time', '600', '-H', `authorization: ${api.auth}`, '-F', form,
-      '-w', '\n%{http_code}', `${t.url}/characters/${characterId}/documents`], { maxBuffer: 16 * MB });
+    const { stdout } = await execFileAsync('curl', ['-sS', '--max-time', '600', '-H', `authorization: ${api.auth}`, '-w', '\n%{http_code}',
+      '-F', `file=@${file.path};type=${file.mimeType};filename=${file.name}`, `${t.url}/characters/${characterId}/documents`]);
     const [body = '', status] = stdout.split(/\n(?=\d+$)/);
     if (status !== '202') throw new Error(`upload of ${file.id}: HTTP ${status}: ${body.slice(0, 300)}`);
     const uploadMs = performance.now() - t0;
     const path = `/characters/${characterId}/documents/${(JSON.parse(body) as { id: string }).id}`;
     let doc: { status: string; chunkCount: number; errorMessage: string | null };
     while ((doc = await callJson(api, 'GET', path, undefined, 200)).status !== 'ready' && doc.status !== 'failed') {
-      if (performance.now() - t0 - uploadMs > INGEST_TIMEOUT_MS) throw new Error(`${label}: still ${doc.status} after ${INGEST_TIMEOUT_MS} ms`);
+      if (performance.now() - t0 - uploadMs > INGEST_TIMEOUT_MS) throw new Error(`${label}: still ${doc.status} after the timeout`);
       await sleep(200);
     }
     const processMs = performance.now() - t0 - uploadMs;
     const healthz = await busyProbe.stop();
     const loop = await t.window();
     log(`${label}: ${doc.status} ${doc.errorMessage ?? ''}, ${doc.chunkCount} chunks, loop p99 ${loop.p99} ms`);
-    const { status: state, chunkCount } = doc;
-    return { file: file.id, backend, mode, run, status: state, chunkCount, uploadMs, processMs, idle, loop, healthz, healthzIdle };
+    const { chunkCount } = doc;
+    return { file: file.id, backend, mode, run, status: doc.status, chunkCount, uploadMs, processMs, idle, loop, healthz, healthzIdle };
   } finally {
-    await target?.stop().catch((err: unknown) => log(`${label}: stopping failed: ${String(err)}`));
-    await store.dispose().catch((err: unknown) => log(`${label}: cleanup failed: ${String(err)}`));
+    for (const step of cleanup) await step().catch((err: unknown) => log(`${label}: cleanup failed: ${String(err)}`));
   }
 }
 
@@ -239,19 +214,19 @@ function vectorSource(seed: number): () => number[] {
   };
 }
 
-/** In turn: keyword (2-3 content words), question (a template around them), common-word (the template around frequent words). */
+/** In turn: keyword (2-3 content words), question (a template around them), common (the template around frequent words). */
 function makeQueries(count: number) {
   const random = seeded(21);
   const content = WORDS.slice(FUNCTION_WORDS.length);
   // Frequent words the stopword list keeps ('time', 'first', 'man' ...): each is in many chunks.
   const common = [...FUNCTION_WORDS.slice(40), ...content.slice(0, 40)];
-  const pick = (words: string[], skew: number) => words[Math.floor(words.length * random() ** skew)]!;
   const templates = ['What did the {} do with the {}?', 'Where is the {} of {}?', 'Tell me about the {} and the {}.',
     'Who has the {} now that {} is gone?'];
-  const template = (i: number, words: string[], skew: number) => templates[i % 4]!.replace(/\{\}/g, () => pick(words, skew));
   return Array.from({ length: count }, (_, i) => {
-    if (i % 3 === 0) return { kind: 'keyword', text: Array.from({ length: 2 + Math.floor(random() * 2) }, () => pick(content, 3)).join(' ') };
-    return i % 3 === 1 ? { kind: 'question', text: template(i, content, 3) } : { kind: 'common', text: template(i, common, 1) };
+    const kind = ['keyword', 'question', 'common'][i % 3]!;
+    const pick = kind === 'common' ? () => common[Math.floor(common.length * random())]! : () => content[Math.floor(content.length * random() ** 3)]!;
+    const text = kind === 'keyword' ? Array.from({ length: 2 + Math.floor(random() * 2) }, pick).join(' ') : templates[i % 4]!.replace(/\{\}/g, pick);
+    return { kind, text };
   });
 }
 
@@ -263,25 +238,22 @@ async function measureRetrieval(backend: Backend) {
     const index = await openDocumentIndex({ db, ownConnection, logger: pino({ level: 'warn' }), dimensions: DIMENSIONS, embeddings: true });
     const projectId = newId('project');
     await db.insert(projects).values({ id: projectId, name: 'bench' });
-    const owners: Owner[] = Array.from({ length: 30 }, () => ({ projectId, characterId: newId('character') }));
+    const owners = Array.from({ length: 30 }, () => ({ projectId, characterId: newId('character') }));
     await db.insert(characters).values(owners.map((owner, i) => ({ id: owner.characterId, projectId, name: `character ${i}` })));
-    const [target, others] = [owners[0]!, owners.slice(1)];
-    const text = prose(11);
-    const nextVector = vectorSource(12);
+    const [target, others, text, nextVector] = [owners[0]!, owners.slice(1), prose(11), vectorSource(12)] as const;
     const fill = { chunks: 0, writeMs: 0, chunksPerSec: 0, upkeepWaitMs: 0 };
     // The processor's upkeep after each ready document (character vector indexes), running beside the writes.
     const upkeep: Promise<void>[] = [];
-    /** Ready documents of up to 1,000 chunks of ~1,500 characters, written as the processor does, `chunks` more for each owner. */
-    const fillUp = async (fillOwners: Owner[], chunks: number) => {
+    /** `chunks` more for each owner, as the processor writes them: ready documents of up to 1,000 chunks, `WRITERS` at once. */
+    const fillUp = async (fillOwners: (typeof owners)[number][], chunks: number) => {
       const jobs = fillOwners.flatMap((owner) =>
         Array.from({ length: Math.ceil(chunks / 1_000) }, (_, i) => ({ owner, count: Math.min(1_000, chunks - i * 1_000) })));
       const started = performance.now();
-      const writer = async () => {
+      await Promise.all(Array.from({ length: WRITERS }, async () => {
         for (let job = jobs.shift(); job; job = jobs.shift()) {
           const headingPath = [text.heading()];
           const rows = Array.from({ length: job.count }, (_, ordinal) => {
-            let content = '';
-            while (content.length < 1_500) content += (content ? '\n\n' : '') + text.paragraph();
+            const content = text.paragraphs(1_500, 2).join('\n\n');
             return { ordinal, content, tokenCount: Math.ceil(content.length / 4), page: null, headingPath, startOffset: 0, endOffset: content.length };
           });
           const embeddings = rows.map(() => nextVector());
@@ -293,8 +265,7 @@ async function measureRetrieval(backend: Backend) {
           fill.chunks += job.count;
           upkeep.push(index.afterWrite({ characterId: doc.characterId }));
         }
-      };
-      await Promise.all(Array.from({ length: WRITERS }, writer));
+      }));
       fill.writeMs += performance.now() - started;
       log(`retrieval ${backend}: ${fill.chunks} chunks written, ${(fill.chunks / (fill.writeMs / 1000)).toFixed(0)} chunks/s`);
     };
@@ -307,7 +278,7 @@ async function measureRetrieval(backend: Backend) {
       const waitStarted = performance.now();
       await Promise.all(upkeep.splice(0));
       fill.upkeepWaitMs += performance.now() - waitStarted;
-      // What autovacuum does shortly after a bulk load (the planner needs it to pick the indexes), then the fill's WAL
+      // What autovacuum does shortly after a bulk load (the planner needs it to pick the indexes), and the fill's WAL
       // written out now, not by a checkpoint in the middle of the queries.
       for (const statement of ['vacuum analyze document_chunks', 'vacuum analyze document_terms', 'analyze documents', 'checkpoint']) {
         await db.execute(sql.raw(statement));
@@ -323,15 +294,14 @@ async function measureRetrieval(backend: Backend) {
         const found = await index.search({ ...target, text: query.text, embedding: mode === 'hybrid' ? query.vector : null, limit: LIMIT });
         if (slot >> 1 >= WARMUP) timings.push({ mode, kind: query.kind, ms: performance.now() - at, found: found.length });
       }
-      // mode -> kind (all, keyword, question, common) -> latency and the fewest results of a query (6: each filled its top 6).
+      // mode -> kind (all, keyword, ...) -> latency, and the fewest results of a query (6: each filled its top 6).
       const latency: Record<string, Record<string, Summary & { minResults: number }>> = {};
-      for (const mode of ['fulltext', 'hybrid']) {
-        for (const kind of ['all', 'keyword', 'question', 'common']) {
-          const some = timings.filter((t) => t.mode === mode && (kind === 'all' || t.kind === kind));
-          if (some.length) (latency[mode] ??= {})[kind] = { ...summarize(some.map((t) => t.ms)), minResults: Math.min(...some.map((t) => t.found)) };
-        }
+      for (const [key, some] of Map.groupBy(timings.flatMap((t) => [`${t.mode} all`, `${t.mode} ${t.kind}`].map((k) => [k, t] as const)),
+        ([k]) => k)) {
+        const [mode = '', kind = ''] = key.split(' ');
+        (latency[mode] ??= {})[kind] = { ...summarize(some.map(([, t]) => t.ms)), minResults: Math.min(...some.map(([, t]) => t.found)) };
       }
-      // Recall: the mean share of the exact cosine top 6 that the approximate (IVFFlat) search returns.
+      // The mean share of the exact cosine top 6 that the approximate (IVFFlat) search returns.
       let recalled = 0;
       for (const { vector } of index.vectors ? queries.slice(0, 30) : []) {
         const exact = new Set((await vectorHits(db, target, vector, LIMIT, { exactUpTo: Infinity })).map((hit) => hit.id));
@@ -356,27 +326,28 @@ runBench('bench:documents', envNumber('BENCH_MAX_RUN_SEC', 3600, 60) * 1000, asy
   if (PARTS.includes('ingest')) {
     const dir = await mkdtemp(join(tmpdir(), 'troupe-doc-bench-files-'));
     try {
-      const files = await stageFiles(dir);
-      const results: IngestResult[] = [];
-      for (let run = 1; run <= RUNS; run++) {
-        for (const file of files) {
-          for (const backend of BACKENDS) {
-            for (const mode of MODES) results.push(await measureIngest(file, backend, mode, run));
-          }
-        }
+      const files: StagedFile[] = [];
+      for (const id of FILE_KINDS) {
+        const [name, mimeType, make] = FILES[id];
+        const data = await make(INGEST_BYTES);
+        await writeFile(join(dir, name), data);
+        files.push({ id, name, mimeType, path: join(dir, name), bytes: data.byteLength });
       }
-      out.ingest = results;
-      const size = (id: string) => `${(files.find((file) => file.id === id)!.bytes / MB).toFixed(1)} MiB`;
-      sections.push(formatIngest(results, size));
+      const results = [];
+      const runs = Array.from({ length: RUNS }, (_, run) => run + 1);
+      for (const [run, file, backend, mode] of runs.flatMap((run) => files.flatMap((file) =>
+        BACKENDS.flatMap((backend) => MODES.map((mode) => [run, file, backend, mode] as const))))) {
+        results.push(await measureIngest(file, backend, mode, run));
+      }
+      sections.push(formatIngest((out.ingest = results), files));
     } finally {
       await rm(dir, { recursive: true, force: true });
     }
   }
   if (PARTS.includes('retrieval')) {
-    const results: RetrievalResult[] = [];
+    const results = [];
     for (const backend of BACKENDS) results.push(await measureRetrieval(backend));
-    out.retrieval = results;
-    sections.push(formatRetrieval(results));
+    sections.push(formatRetrieval((out.retrieval = results)));
   }
   const changes = git.dirtySrc.length ? ` with uncommitted changes in ${git.dirtySrc.length} src/ file(s)` : '';
   const markdown = `${sections.join('\n\n')}\n\nTroupe at ${git.head}${changes}.`;
@@ -386,31 +357,31 @@ runBench('bench:documents', envNumber('BENCH_MAX_RUN_SEC', 3600, 60) * 1000, asy
 
 const f = (v: number | null | undefined, digits = 1) => fixed(v, digits, 'n/a');
 
-function formatIngest(results: IngestResult[], size: (file: string) => string): string {
-  const columns: [string, (r: IngestResult) => string][] = [
+function formatIngest(results: Awaited<ReturnType<typeof measureIngest>>[], files: StagedFile[]): string {
+  const columns: [string, (r: (typeof results)[number]) => string][] = [
     ['chunks', (r) => (r.status === 'ready' ? String(r.chunkCount) : r.status)],
     ['upload + processing s', (r) => `${f(r.uploadMs / 1000)} + ${f(r.processMs / 1000)}`],
-    ['idle loop p99 ms', (r) => f(r.idle.p99)],
-    ['loop p50 ms', (r) => f(r.loop.p50)],
-    ['loop p99 ms', (r) => f(r.loop.p99)],
-    ['loop max ms', (r) => f(r.loop.max, 0)],
+    ['idle loop p99 ms', (r) => f(r.idle.p99)], ['loop p50 ms', (r) => f(r.loop.p50)],
+    ['loop p99 ms', (r) => f(r.loop.p99)], ['loop max ms', (r) => f(r.loop.max, 0)],
     ['stalls > 20 ms: count (time)', (r) => `${r.loop.stallCount} (${f(r.loop.stalledMs / 1000)} s)`],
     ['GET /healthz p50, p99, max ms', (r) => (r.healthz ? `${f(r.healthz.p50)}, ${f(r.healthz.p99)}, ${f(r.healthz.max, 0)}` : '-')],
     ['longest stalls ms', (r) => r.loop.stalls.slice(0, 3).map(([, ms]) => ms).join(',') || '-'],
   ];
   // One row per file, backend and mode, in first-seen order; each cell joins its runs as `a / b`.
-  const rows = [...Map.groupBy(results, (r) => `${r.file}|${r.backend}|${r.mode}`).values()].map((runs) => [
-    `${runs[0]!.file} ${size(runs[0]!.file)}`, runs[0]!.backend, runs[0]!.mode, ...columns.map(([, cell]) => runs.map(cell).join(' / ')),
-  ]);
+  const rows = [...Map.groupBy(results, (r) => `${r.file}|${r.backend}|${r.mode}`).values()].map((runs) => {
+    const { file, backend, mode } = runs[0]!;
+    const size = files.find((staged) => staged.id === file)!.bytes / MB;
+    return [`${file} ${size.toFixed(1)} MiB`, backend, mode, ...columns.map(([, cell]) => runs.map(cell).join(' / '))];
+  });
   const table = markdownTable(['file', 'backend', 'mode', ...columns.map(([name]) => name)], rows);
   return `### (b) Ingestion end to end: main-thread event-loop delay (goal p99 < 20 ms)\n\n${table}`;
 }
 
-function formatRetrieval(results: RetrievalResult[]): string {
+function formatRetrieval(results: Awaited<ReturnType<typeof measureRetrieval>>[]): string {
   const rows = results.flatMap((r) => r.tiers.flatMap((tier) => Object.entries(tier.latency).map(([mode, kinds]) => {
     const cell = (kind: string) => (kinds[kind] ? `${f(kinds[kind].p50, 2)} / ${f(kinds[kind].p99, 2)}` : '-');
-    return [r.backend, String(tier.chunks), String(tier.total), mode, cell('all'), f(kinds.all?.max, 1), cell('keyword'), cell('question'),
-      cell('common'), String(kinds.all?.minResults ?? '-'), mode === 'hybrid' ? f(tier.vectorRecall, 3) : ''];
+    return [r.backend, String(tier.chunks), String(tier.total), mode, cell('all'), f(kinds.all?.max, 1), cell('keyword'),
+      cell('question'), cell('common'), String(kinds.all?.minResults ?? '-'), mode === 'hybrid' ? f(tier.vectorRecall, 3) : ''];
   })));
   const fills = results.map((r) => `${r.backend}: ${r.fill.chunks} chunks written in ${f(r.fill.writeMs / 1000, 0)} s ` +
     `(${f(r.fill.chunksPerSec, 0)} chunks/s, vectors ${r.vectors}; then ${f(r.fill.upkeepWaitMs / 1000, 1)} s waiting for index builds)`);
