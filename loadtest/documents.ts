@@ -1,10 +1,10 @@
 /**
  * Documents benchmark (`npm run bench:documents`; Markdown tables, also in loadtest/results/documents-<stamp>.{json,md}).
- * ingest: a ~50 MB file uploaded by curl (never on a measured loop), processed to `ready` on a fresh store; `process`:
- * Troupe as a child, its event-loop delay measured inside it (probe.ts), GET /healthz back to back from here; `in-process`:
- * startServer() here. Goal: p99 < 20 ms. retrieval: DocumentIndex.search, top 6, for one character at each tier of chunks
- * in an index shared with 29 others, on a fixed schedule (latency counts from the scheduled time), full text and hybrid;
- * the fill rate; vector recall@6. Goals: p99 <= 5 ms PostgreSQL, <= 20 ms PGlite; >= 3,000 chunks/s.
+ * ingest: a ~50 MB file uploaded by curl (never on a measured loop), processed to `ready` on a fresh store; `process`: Troupe
+ * as a child, its loop delay measured inside it (probe.ts), GET /healthz back to back from here; `in-process`: startServer() here.
+ * Goal: p99 < 20 ms. retrieval: DocumentIndex.search, top 6, one character at each tier of chunks in an index shared with 29
+ * others, on a fixed schedule (latency counts from the scheduled time), full text and hybrid; the fill rate; vector recall@6.
+ * Goals: p99 <= 5 ms PostgreSQL, <= 20 ms PGlite; >= 3,000 chunks/s. Knobs: the BENCH_* constants below.
  */
 import { randomFillSync } from 'node:crypto';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
@@ -31,10 +31,9 @@ import { LoopMonitor, type LoopReport } from './support/probe.ts';
 import { fixed, markdownTable, summarize, writeResults, type Summary } from './support/report.ts';
 import { callJson, createCharacter, freshStore, newBootstrapKey, startTroupe } from './support/troupe.ts';
 
-// The BENCH_* knobs and their defaults. Temporary databases are made and dropped at BENCH_DATABASE_URL.
 const PARTS = envList('BENCH_PARTS', ['ingest', 'retrieval'] as const);
 const BACKENDS = envList('BENCH_BACKENDS', ['postgres', 'pglite'] as const);
-const DATABASE_URL = envDatabaseUrl();
+const DATABASE_URL = envDatabaseUrl(); // BENCH_DATABASE_URL: temporary databases are made and dropped there
 const RUNS = envNumber('BENCH_RUNS', 1, 1); // of each ingest
 const MODES = envList('BENCH_MODES', ['process', 'in-process'] as const);
 const FILE_KINDS = envList('BENCH_INGEST_FILES', ['text', 'pdf', 'docx'] as const);
@@ -61,7 +60,6 @@ const FUNCTION_WORDS = ('the of and to a in that is was he for it with as his on
   'they which one you were her all she there would their we him been has when who will more no if out so said what up its about ' +
   'into than them can only other new some could time these two may then do first any my now such like our over man me even most ' +
   'made after also did many before must through back years where much your way well down should because each').split(' ');
-
 /** The vocabulary, most frequent first: the function words, then 20,000 made-up content words. */
 const WORDS = (() => {
   const random = seeded(7);
@@ -117,14 +115,12 @@ const FILES = {
     doc.end();
     return new Uint8Array(await buffer(doc));
   }],
-  docx: ['big.docx', 'application/vnd.openxmlformats-officedocument.wordprocessingml.document', async (bytes: number) => {
-    const children = sections(5, 100, 3_000, bytes - 2 * MB).flatMap((section) => [
+  docx: ['big.docx', 'application/vnd.openxmlformats-officedocument.wordprocessingml.document', async (bytes: number) =>
+    Packer.toBuffer(new Document({ sections: [{ children: sections(5, 100, 3_000, bytes - 2 * MB).flatMap((section) => [
       new Paragraph({ text: section.heading, heading: HeadingLevel.HEADING_1 }),
       new Paragraph({ children: [new ImageRun({ type: 'png', data: section.image, transformation: { width: 200, height: 200 } })] }),
       ...section.paragraphs.map((text) => new Paragraph({ text })),
-    ]);
-    return new Uint8Array(await Packer.toBuffer(new Document({ sections: [{ children }] })));
-  }],
+    ]) }] }))],
 } as const;
 type StagedFile = { id: string; name: string; mimeType: string; path: string; bytes: number };
 
@@ -231,7 +227,7 @@ async function measureRetrieval(backend: Backend) {
     const owners = Array.from({ length: 30 }, () => ({ projectId, characterId: newId('character') }));
     await db.insert(characters).values(owners.map((owner, i) => ({ id: owner.characterId, projectId, name: `character ${i}` })));
     const [target, others, text, nextVector] = [owners[0]!, owners.slice(1), prose(11), vectorSource(12)] as const;
-    const fill = { chunks: 0, writeMs: 0, chunksPerSec: 0, upkeepWaitMs: 0 };
+    const fill = { chunks: 0, writeMs: 0, upkeepWaitMs: 0 };
     const upkeep: Promise<void>[] = [];
     // `chunks` more for each owner, as the processor writes them: ready documents of up to 1,000 chunks, WRITERS at
     // once, each followed by its upkeep (character vector indexes), which runs beside the writes.
@@ -269,24 +265,22 @@ async function measureRetrieval(backend: Backend) {
       fill.upkeepWaitMs += performance.now() - waitStarted;
       // As autovacuum soon after a bulk load (the planner needs it to pick indexes); the WAL written now, not mid-queries.
       for (const statement of MAINTENANCE) await db.execute(sql.raw(statement));
-      const timings: { mode: string; kind: string; ms: number; found: number }[] = [];
+      // mode -> kind (all, keyword, question, common) -> [latency ms, results] of each measured query.
+      const samples: Record<string, Record<string, [number, number][]>> = {};
       const started = performance.now();
       for (let slot = 0; slot < queries.length * 2; slot++) {
         const [query, mode] = [queries[slot >> 1]!, slot % 2 === 0 ? 'fulltext' : 'hybrid'];
         if (mode === 'hybrid' && !index.vectors) continue;
         const at = started + (slot * 1000) / RATE;
-        const wait = at - performance.now();
-        if (wait > 0) await sleep(wait);
+        if (at > performance.now()) await sleep(at - performance.now());
         const found = await index.search({ ...target, text: query.text, embedding: mode === 'hybrid' ? query.vector : null, limit: LIMIT });
-        if (slot >> 1 >= WARMUP) timings.push({ mode, kind: query.kind, ms: performance.now() - at, found: found.length });
+        const ms = performance.now() - at;
+        if (slot >> 1 < WARMUP) continue;
+        for (const kind of ['all', query.kind]) ((samples[mode] ??= {})[kind] ??= []).push([ms, found.length]);
       }
-      // mode -> kind (all, keyword, ...) -> latency, and the fewest results of a query (6: each filled its top 6).
-      const latency: Record<string, Record<string, Summary & { minResults: number }>> = {};
-      for (const [key, some] of Map.groupBy(timings.flatMap((t) => [`${t.mode} all`, `${t.mode} ${t.kind}`].map((k) => [k, t] as const)),
-        ([k]) => k)) {
-        const [mode = '', kind = ''] = key.split(' ');
-        (latency[mode] ??= {})[kind] = { ...summarize(some.map(([, t]) => t.ms)), minResults: Math.min(...some.map(([, t]) => t.found)) };
-      }
+      // minResults: the fewest results of a query (6: each filled its top 6).
+      const latency = Object.fromEntries(Object.entries(samples).map(([mode, kinds]) => [mode, Object.fromEntries(Object.entries(kinds).map(
+        ([kind, some]) => [kind, { ...summarize(some.map(([ms]) => ms)), minResults: Math.min(...some.map(([, n]) => n)) }]))]));
       // The mean share of the exact cosine top 6 that the approximate (IVFFlat) search returns.
       let recalled = 0;
       for (const { vector } of index.vectors ? queries.slice(0, 30) : []) {
@@ -297,8 +291,7 @@ async function measureRetrieval(backend: Backend) {
       tiers.push({ chunks: tier, total: fill.chunks, latency, vectorRecall: index.vectors ? recalled / 30 : null });
       log(`retrieval ${backend}: ${tier} chunks measured, ${fill.chunks} written at ${f(fill.chunks / (fill.writeMs / 1000), 0)} chunks/s`);
     }
-    fill.chunksPerSec = fill.chunks / (fill.writeMs / 1000);
-    return { backend, vectors: index.vectors as boolean, fill, tiers };
+    return { backend, vectors: index.vectors as boolean, fill: { ...fill, chunksPerSec: fill.chunks / (fill.writeMs / 1000) }, tiers };
   } finally {
     await close();
     await store.dispose();
@@ -320,10 +313,9 @@ runBench('bench:documents', envNumber('BENCH_MAX_RUN_SEC', 3600, 60) * 1000, asy
         files.push({ id, name, mimeType, path: join(dir, name), bytes: data.byteLength });
       }
       const results = [];
-      const runs = Array.from({ length: RUNS }, (_, run) => run + 1);
-      for (const [run, file, backend, mode] of runs.flatMap((run) => files.flatMap((file) =>
-        BACKENDS.flatMap((backend) => MODES.map((mode) => [run, file, backend, mode] as const))))) {
-        results.push(await measureIngest(file, backend, mode, run));
+      for (let run = 1; run <= RUNS; run++) {
+        const cases = files.flatMap((file) => BACKENDS.flatMap((backend) => MODES.map((mode) => [file, backend, mode] as const)));
+        for (const [file, backend, mode] of cases) results.push(await measureIngest(file, backend, mode, run));
       }
       sections.push(formatIngest((out.ingest = results), files));
     } finally {
