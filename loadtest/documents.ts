@@ -1,105 +1,331 @@
 /**
- * Documents benchmark (issue 13): `npm run bench:documents`.
- *   (b) ingest     a ~50 MB file uploaded (curl, multipart) and processed to `ready`, on a fresh
- *                  PostgreSQL database and on PGlite, in two modes: `process`, Troupe as a child
- *                  with the event-loop delay measured inside it (probe.ts) and back-to-back GET
- *                  /healthz from here; `in-process`, startServer() here. Goal: p99 < 20 ms.
- *   (c) retrieval  DocumentIndex.search, top 6, for one character at each of BENCH_TIERS chunks in an
- *                  index shared with 29 characters (200k chunks), at 20 queries/s, full text and
- *                  hybrid; the fill rate of replaceChunks with both indexes; vector recall@6.
- *                  Goals: p99 <= 5 ms on PostgreSQL, <= 20 ms on PGlite; >= 3,000 chunks/s.
- * Prints markdown tables and writes loadtest/results/documents-<stamp>.{json,md}.
- * Environment (defaults in brackets):
- *   BENCH_PARTS [ingest,retrieval]  BENCH_RUNS repeats of (b) [1]  BENCH_BACKENDS [postgres,pglite] (b and c)
- *   BENCH_MODES [process,in-process] (b)  BENCH_INGEST_FILES [text,pdf,docx] (b: ~50 MB each; pdf and docx
- *     are text plus one noise image per page/section, which is what makes real ones that large)
- *   BENCH_INGEST_MB [49.9; the upload limit is 50 MiB]  BENCH_LOOP_RESOLUTION_MS [2]  BENCH_INGEST_TIMEOUT_SEC [600]
- *   BENCH_DATABASE_URL [postgres://postgres@127.0.0.1:5432/test] (temporary databases are made and dropped there)
- *   BENCH_TIERS chunks of the measured character [10000,30000,100000]
- *   BENCH_OTHERS_CHUNKS chunks of the 29 other characters in all [200000]
- *   BENCH_PGLITE_TIERS, BENCH_PGLITE_OTHERS_CHUNKS   the same on PGlite [the PostgreSQL values]
- *   BENCH_DIMENSIONS [256]  BENCH_QUERIES per tier and mode [300]  BENCH_RATE queries/s [20]
- *   BENCH_WRITERS documents written at once while filling [2]  BENCH_MAX_RUN_SEC [3600]
+ * Documents benchmark (`npm run bench:documents`; Markdown tables, also in loadtest/results/documents-<stamp>.{json,md}).
+ * ingest: a ~50 MB file uploaded by curl (never on a measured loop), processed to `ready` on a fresh store; `process`: Troupe
+ * as a child, its loop delay measured inside it (probe.ts), GET /healthz back to back from here; `in-process`: startServer() here.
+ * Goal: p99 < 20 ms. retrieval: DocumentIndex.search, top 6, one character at each tier of chunks in an index shared with 29
+ * others, on a fixed schedule (latency counts from the scheduled time), full text and hybrid; the fill rate; vector recall@6.
+ * Goals: p99 <= 5 ms PostgreSQL, <= 20 ms PGlite; >= 3,000 chunks/s. Knobs: the BENCH_* constants below.
  */
-import { mkdtemp, rm } from 'node:fs/promises';
+import { randomFillSync } from 'node:crypto';
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { gitState, machine, runBench, type Log } from './support/children.ts';
+import { buffer } from 'node:stream/consumers';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { Document, HeadingLevel, ImageRun, Packer, Paragraph } from 'docx';
+import { sql } from 'drizzle-orm';
+import PDFDocument from 'pdfkit';
+import { pino } from 'pino';
+import { loadConfig } from '../src/config.ts';
+import { openDatabase } from '../src/db/database.ts';
+import { characters, documents, projects } from '../src/db/schema.ts';
+import { newId } from '../src/ids.ts';
+import { openDocumentIndex } from '../src/retrieval/document-index.ts';
+import { vectorHits } from '../src/retrieval/vector-search.ts';
+import { startServer } from '../src/server.ts';
+import { makePng } from '../test/support/document-fixtures.ts';
+import { seeded } from '../test/support/vectors.ts';
+import { execFileAsync, gitState, logger, machine, runBench } from './support/children.ts';
 import { envDatabaseUrl, envList, envNumber, envText } from './support/env.ts';
-import { fixed, markdownTable, writeResults } from './support/report.ts';
-import { measureIngest, stageFile, type IngestFile, type IngestResult } from './document-support/ingest.ts';
-import { measureRetrieval, type RetrievalResult } from './document-support/retrieval.ts';
-import { makeBulkDocx, makeBulkPdf, makeTextFile } from './document-support/text.ts';
+import { LoopMonitor, type LoopReport } from './support/probe.ts';
+import { fixed, markdownTable, summarize, writeResults, type Summary } from './support/report.ts';
+import { callJson, createCharacter, freshStore, newBootstrapKey, startTroupe } from './support/troupe.ts';
 
-const INGEST_FILES = ['text', 'pdf', 'docx'] as const;
+const PARTS = envList('BENCH_PARTS', ['ingest', 'retrieval'] as const);
+const BACKENDS = envList('BENCH_BACKENDS', ['postgres', 'pglite'] as const);
+const DATABASE_URL = envDatabaseUrl(); // BENCH_DATABASE_URL: temporary databases are made and dropped there
+const RUNS = envNumber('BENCH_RUNS', 1, 1); // of each ingest
+const MODES = envList('BENCH_MODES', ['process', 'in-process'] as const);
+const FILE_KINDS = envList('BENCH_INGEST_FILES', ['text', 'pdf', 'docx'] as const);
 const MB = 1_048_576;
-const DOCX = 'application/vnd.openxmlformats-officedocument.wordprocessingml.document';
+const INGEST_BYTES = Math.floor(envNumber('BENCH_INGEST_MB', 49.9, 1, false) * MB); // the upload limit is 50 MiB
+const RESOLUTION_MS = envNumber('BENCH_LOOP_RESOLUTION_MS', 2, 1);
+const INGEST_TIMEOUT_MS = envNumber('BENCH_INGEST_TIMEOUT_SEC', 600, 10) * 1000;
+// The measured character's chunks at each tier, the 29 others' in all; BENCH_PGLITE_* set them for PGlite alone.
+const knob = (backend: Backend, name: string) => `BENCH_${backend === 'pglite' && envText(`BENCH_PGLITE_${name}`) ? 'PGLITE_' : ''}${name}`;
+const TIERS = (backend: Backend) => (envText(knob(backend, 'TIERS')) ?? '10000,30000,100000').split(',').map(Number);
+const OTHERS_CHUNKS = (backend: Backend) => envNumber(knob(backend, 'OTHERS_CHUNKS'), 200_000, 0);
+const DIMENSIONS = envNumber('BENCH_DIMENSIONS', 256, 1);
+const QUERIES = envNumber('BENCH_QUERIES', 300, 10); // per tier and mode, after WARMUP unmeasured ones
+const RATE = envNumber('BENCH_RATE', 20, 1, false); // queries/s
+const WRITERS = envNumber('BENCH_WRITERS', 2, 1); // documents written at once while filling, as the processor's concurrency
+const [WARMUP, LIMIT] = [20, 6];
+const MAINTENANCE = ['vacuum analyze document_chunks', 'vacuum analyze document_terms', 'analyze documents', 'checkpoint'];
+type Backend = (typeof BACKENDS)[number];
+const log = logger('bench:documents');
 
-async function ingestFiles(dir: string, wanted: readonly (typeof INGEST_FILES)[number][], log: Log): Promise<IngestFile[]> {
-  const bytes = Math.floor(envNumber('BENCH_INGEST_MB', 49.9, 1, false) * MB);
-  const files: IngestFile[] = [];
-  for (const kind of wanted) {
-    const t0 = performance.now();
-    if (kind === 'text') files.push(await stageFile(dir, 'text', 'big.txt', 'text/plain', makeTextFile(bytes)));
-    if (kind === 'pdf') files.push(await stageFile(dir, 'pdf', 'big.pdf', 'application/pdf', await makeBulkPdf(bytes - 2 * MB, 300)));
-    if (kind === 'docx') files.push(await stageFile(dir, 'docx', 'big.docx', DOCX, await makeBulkDocx(bytes - 2 * MB, 100)));
-    log(`generated ${kind}: ${((files.at(-1)?.bytes ?? 0) / MB).toFixed(1)} MiB in ${((performance.now() - t0) / 1000).toFixed(1)} s`);
+// Seeded English-like text (same seed, same bytes): function words as common as in English prose (the 'simple'
+// text-search configuration keeps them, so they match nearly every chunk), then made-up words in a long Zipf tail.
+const FUNCTION_WORDS = ('the of and to a in that is was he for it with as his on be at by i this had not are but from or have an ' +
+  'they which one you were her all she there would their we him been has when who will more no if out so said what up its about ' +
+  'into than them can only other new some could time these two may then do first any my now such like our over man me even most ' +
+  'made after also did many before must through back years where much your way well down should because each').split(' ');
+/** The vocabulary, most frequent first: the function words, then 20,000 made-up content words. */
+const WORDS = (() => {
+  const random = seeded(7);
+  const syllables = 'ka ter lo mar in ven do ris al the on gra sel bu ric an mo dun e pha tor li wen ost'.split(' ');
+  const words = new Set(FUNCTION_WORDS);
+  while (words.size < FUNCTION_WORDS.length + 20_000) {
+    words.add(Array.from({ length: 2 + Math.floor(random() * 3) }, () => syllables[Math.floor(random() * syllables.length)]).join(''));
   }
-  return files;
+  return [...words];
+})();
+
+/** Words drawn with weight 1 / rank into sentences of 8-22 words and paragraphs of 3-7 sentences. */
+function prose(seed: number) {
+  const random = seeded(seed);
+  let sum = 0;
+  const cumulative = Float64Array.from(WORDS, (_, i) => (sum += 1 / (i + 1)));
+  const word = () => {
+    const target = random() * sum;
+    // Binary search for the first word whose cumulative weight reaches `target`.
+    let i = 0;
+    for (let step = 2 ** 15; step >= 1; step /= 2) if ((cumulative[i + step - 1] ?? Infinity) < target) i += step;
+    return WORDS[i]!;
+  };
+  const upperFirst = (w: string) => `${w.charAt(0).toUpperCase()}${w.slice(1)}`;
+  const times = <T>(min: number, spread: number, make: () => T) => Array.from({ length: min + Math.floor(random() * spread) }, make);
+  const paragraph = () => times(3, 5, () => `${upperFirst(times(8, 15, word).join(' '))}.`).join(' ');
+  /** Paragraphs until they hold `chars` characters, counting a separator of `sep` between two. */
+  const paragraphs = (chars: number, sep = 0) => {
+    const out: string[] = [];
+    for (let size = -sep; size < chars; size += out.at(-1)!.length + sep) out.push(paragraph());
+    return out;
+  };
+  return { paragraphs, heading: () => times(2, 4, () => upperFirst(word())).join(' ') };
 }
 
-runBench('bench:documents', envNumber('BENCH_MAX_RUN_SEC', 3600, 60) * 1000, async ({ stamp, log }) => {
-  const parts = envList('BENCH_PARTS', ['ingest', 'retrieval'] as const);
-  const runs = envNumber('BENCH_RUNS', 1, 1);
-  const backends = envList('BENCH_BACKENDS', ['postgres', 'pglite'] as const);
-  const modes = envList('BENCH_MODES', ['process', 'in-process'] as const);
-  const databaseUrl = envDatabaseUrl();
+/** Sections of a heading, a noise image (deflate cannot shrink it; the images make about `bytes`) and `chars` of text. */
+function sections(seed: number, count: number, chars: number, bytes: number) {
+  const text = prose(seed);
+  const side = Math.floor(Math.sqrt(bytes / count) * 0.97);
+  const image = () => Buffer.from(makePng(side, side, randomFillSync(new Uint8Array(side * side))));
+  return Array.from({ length: count }, () => ({ heading: text.heading(), image: image(), paragraphs: text.paragraphs(chars) }));
+}
+
+/** The files to ingest, about `bytes` long: pdf and docx are 2 MiB of text plus one noise image per page/section (as real ones). */
+const FILES = {
+  text: ['big.txt', 'text/plain', async (bytes: number) => Buffer.from(prose(1).paragraphs(bytes).join('\n\n').slice(0, bytes))],
+  pdf: ['big.pdf', 'application/pdf', async (bytes: number) => {
+    const doc = new PDFDocument({ autoFirstPage: false, compress: true });
+    for (const page of sections(4, 300, 1_800, bytes - 2 * MB)) {
+      doc.addPage().fontSize(18).text(page.heading).image(page.image, { fit: [200, 150] });
+      for (const paragraph of page.paragraphs) doc.fontSize(10).text(paragraph);
+    }
+    doc.end();
+    return new Uint8Array(await buffer(doc));
+  }],
+  docx: ['big.docx', 'application/vnd.openxmlformats-officedocument.wordprocessingml.document', async (bytes: number) =>
+    Packer.toBuffer(new Document({ sections: [{ children: sections(5, 100, 3_000, bytes - 2 * MB).flatMap((section) => [
+      new Paragraph({ text: section.heading, heading: HeadingLevel.HEADING_1 }),
+      new Paragraph({ children: [new ImageRun({ type: 'png', data: section.image, transformation: { width: 200, height: 200 } })] }),
+      ...section.paragraphs.map((text) => new Paragraph({ text })),
+    ]) }] }))],
+} as const;
+type StagedFile = { id: string; name: string; mimeType: string; path: string; bytes: number };
+
+/** Back-to-back GET /healthz until stopped, with a url (process mode: in-process it would load the measured loop). */
+function probeHealthz(url: string | null): () => Promise<Summary | null> {
+  const latencies: number[] = [];
+  const loop = (async () => {
+    // A connection the server closed while frozen fails one probe (counted until it failed), not the run.
+    for (let t0 = performance.now(); url; t0 = performance.now()) {
+      await fetch(`${url}/healthz`, { signal: AbortSignal.timeout(60_000) }).then((res) => res.arrayBuffer(), () => null);
+      latencies.push(performance.now() - t0);
+    }
+  })();
+  return () => ((url = null), loop.then(() => (latencies.length ? summarize(latencies) : null)));
+}
+
+async function measureIngest(file: StagedFile, backend: Backend, mode: (typeof MODES)[number], run: number) {
+  const label = `ingest ${file.id} ${backend} ${mode} #${run}`;
+  const [key, store] = [newBootstrapKey(), await freshStore(backend, DATABASE_URL)];
+  const cleanup: (() => Promise<unknown>)[] = [store.dispose];
+  try {
+    let t: { url: string; window: () => Promise<LoopReport> };
+    if (mode === 'process') {
+      const options = { probe: { loopResolutionMs: RESOLUTION_MS }, readyTimeoutMs: 120_000 };
+      const troupe = await startTroupe({ name: 'troupe-documents', engine: 'node', key, settings: store.env, ...options });
+      cleanup.unshift(() => troupe.stop(15_000));
+      t = { url: troupe.base, window: async () => (await troupe.probe(30_000)).loop as LoopReport };
+    } else {
+      const env = { PORT: '0', HOST: '127.0.0.1', HTTP_ENGINE: 'node', TROUPE_BOOTSTRAP_KEY: key, LOG_LEVEL: 'warn', ...store.env };
+      const [server, monitor] = [await startServer(loadConfig(env), pino({ level: 'silent' })), new LoopMonitor(RESOLUTION_MS)];
+      cleanup.unshift(() => (monitor.stop(), server.stop()));
+      t = { url: server.url, window: async () => monitor.window() };
+    }
+    const api = { base: t.url, auth: `Bearer ${key}` };
+    const characterId = await createCharacter(api, 'Archivist', 'Answers from the documents.');
+    // Two idle seconds first: the floor each number should be read against.
+    await t.window();
+    const stopIdleProbe = probeHealthz(mode === 'process' ? t.url : null);
+    await sleep(2_000);
+    const healthzIdle = await stopIdleProbe();
+    const idle = await t.window();
+    const stopBusyProbe = probeHealthz(mode === 'process' ? t.url : null);
+    const t0 = performance.now();
+    const { stdout } = await execFileAsync('curl', ['-sS', '--max-time', '600', '-H', `authorization: ${api.auth}`, '-w', '\n%{http_code}',
+      '-F', `file=@${file.path};type=${file.mimeType};filename=${file.name}`, `${t.url}/characters/${characterId}/documents`]);
+    const [body = '', status] = stdout.split(/\n(?=\d+$)/);
+    if (status !== '202') throw new Error(`upload of ${file.id}: HTTP ${status}: ${body.slice(0, 300)}`);
+    const uploadMs = performance.now() - t0;
+    const path = `/characters/${characterId}/documents/${(JSON.parse(body) as { id: string }).id}`;
+    let doc: { status: string; chunkCount: number; errorMessage: string | null };
+    while ((doc = await callJson(api, 'GET', path, undefined, 200)).status !== 'ready' && doc.status !== 'failed') {
+      if (performance.now() - t0 - uploadMs > INGEST_TIMEOUT_MS) throw new Error(`${label}: still ${doc.status} after the timeout`);
+      await sleep(200);
+    }
+    const processMs = performance.now() - t0 - uploadMs;
+    const healthz = await stopBusyProbe();
+    const loop = await t.window();
+    log(`${label}: ${doc.status} ${doc.errorMessage ?? ''}, ${doc.chunkCount} chunks, loop p99 ${loop.p99} ms`);
+    const { status: state, chunkCount } = doc;
+    return { file: file.id, backend, mode, run, status: state, chunkCount, uploadMs, processMs, idle, loop, healthz, healthzIdle };
+  } finally {
+    for (const step of cleanup) await step().catch((err: unknown) => log(`${label}: cleanup failed: ${String(err)}`));
+  }
+}
+
+/** Unit vectors around 64 topic centres: embeddings cluster by subject, as real ones do. */
+function vectorSource(seed: number): () => number[] {
+  const random = seeded(seed);
+  const noise = (scale: number) => Array.from({ length: DIMENSIONS }, () => (random() * 2 - 1) * scale);
+  const centres = Array.from({ length: 64 }, () => noise(1));
+  return () => {
+    const centre = centres[Math.floor(random() * centres.length)]!;
+    const v = noise(0.8).map((x, i) => x + centre[i]!);
+    const norm = Math.hypot(...v) || 1;
+    return v.map((x) => Math.round((x / norm) * 1e4) / 1e4);
+  };
+}
+
+/** In turn: keyword (2-3 content words), question (a template around them), common (the template around frequent words). */
+function makeQueries(count: number) {
+  const random = seeded(21);
+  const content = WORDS.slice(FUNCTION_WORDS.length);
+  // Frequent words the stopword list keeps ('time', 'first', 'man' ...): each is in many chunks.
+  const common = [...FUNCTION_WORDS.slice(40), ...content.slice(0, 40)];
+  const templates = ['What did the {} do with the {}?', 'Where is the {} of {}?', 'Tell me about the {} and the {}.',
+    'Who has the {} now that {} is gone?'];
+  return Array.from({ length: count }, (_, i) => {
+    const kind = ['keyword', 'question', 'common'][i % 3]!;
+    const [pool, skew] = kind === 'common' ? [common, 1] : [content, 3];
+    const pick = () => pool[Math.floor(pool.length * random() ** skew)]!;
+    if (kind !== 'keyword') return { kind, text: templates[i % 4]!.replace(/\{\}/g, pick) };
+    return { kind, text: Array.from({ length: 2 + Math.floor(random() * 2) }, pick).join(' ') };
+  });
+}
+
+async function measureRetrieval(backend: Backend) {
+  const store = await freshStore(backend, DATABASE_URL);
+  const { db, ownConnection, close } = await openDatabase({ databaseUrl: store.url, dataDir: store.dir ?? '', poolSize: 4 });
+  try {
+    // As the server opens it: character indexes are built CONCURRENTLY where there is a server.
+    const index = await openDocumentIndex({ db, ownConnection, logger: pino({ level: 'warn' }), dimensions: DIMENSIONS, embeddings: true });
+    const projectId = newId('project');
+    await db.insert(projects).values({ id: projectId, name: 'bench' });
+    const owners = Array.from({ length: 30 }, () => ({ projectId, characterId: newId('character') }));
+    await db.insert(characters).values(owners.map((owner, i) => ({ id: owner.characterId, projectId, name: `character ${i}` })));
+    const [target, others, text, nextVector] = [owners[0]!, owners.slice(1), prose(11), vectorSource(12)] as const;
+    const fill = { chunks: 0, writeMs: 0, upkeepWaitMs: 0 };
+    const upkeep: Promise<void>[] = [];
+    // `chunks` more for each owner, as the processor writes them: ready documents of up to 1,000 chunks, WRITERS at
+    // once, each followed by its upkeep (character vector indexes), which runs beside the writes.
+    const fillUp = async (fillOwners: (typeof owners)[number][], chunks: number) => {
+      const jobs = fillOwners.flatMap((owner) =>
+        Array.from({ length: Math.ceil(chunks / 1_000) }, (_, i) => ({ owner, count: Math.min(1_000, chunks - i * 1_000) })));
+      const started = performance.now();
+      await Promise.all(Array.from({ length: WRITERS }, async () => {
+        for (let job = jobs.shift(); job; job = jobs.shift()) {
+          const headingPath = [text.heading()];
+          const rows = Array.from({ length: job.count }, () => text.paragraphs(1_500, 2).join('\n\n')).map((content, ordinal) => ({
+            ordinal, content, tokenCount: Math.ceil(content.length / 4), page: null, headingPath, startOffset: 0, endOffset: content.length,
+          }));
+          const embeddings = rows.map(() => nextVector());
+          const doc = { id: newId('document'), ...job.owner };
+          await db.transaction(async (tx) => {
+            const row = { ...doc, name: 'part.txt', mimeType: 'text/plain', fileSize: 1, status: 'ready' as const, chunkCount: job.count };
+            await tx.insert(documents).values(row);
+            await index.replaceChunks(tx, doc, rows, embeddings);
+          });
+          fill.chunks += job.count;
+          upkeep.push(index.afterWrite({ characterId: doc.characterId }));
+        }
+      }));
+      fill.writeMs += performance.now() - started;
+    };
+    await fillUp(others, Math.ceil(OTHERS_CHUNKS(backend) / others.length));
+    const queries = makeQueries(QUERIES + WARMUP).map((query) => ({ ...query, vector: nextVector() }));
+    const tiers = [];
+    for (const tier of TIERS(backend)) {
+      await fillUp([target], tier - (tiers.at(-1)?.chunks ?? 0));
+      // Measured once the builds the writes started are done, as a server is a little later.
+      const waitStarted = performance.now();
+      await Promise.all(upkeep.splice(0));
+      fill.upkeepWaitMs += performance.now() - waitStarted;
+      // As autovacuum soon after a bulk load (the planner needs it to pick indexes); the WAL written now, not mid-queries.
+      for (const statement of MAINTENANCE) await db.execute(sql.raw(statement));
+      // mode -> kind (all, keyword, question, common) -> [latency ms, results] of each measured query.
+      const samples: Record<string, Record<string, [number, number][]>> = {};
+      const started = performance.now();
+      for (let slot = 0; slot < queries.length * 2; slot++) {
+        const [query, mode] = [queries[slot >> 1]!, slot % 2 === 0 ? 'fulltext' : 'hybrid'];
+        if (mode === 'hybrid' && !index.vectors) continue;
+        const at = started + (slot * 1000) / RATE;
+        if (at > performance.now()) await sleep(at - performance.now());
+        const found = await index.search({ ...target, text: query.text, embedding: mode === 'hybrid' ? query.vector : null, limit: LIMIT });
+        const ms = performance.now() - at;
+        if (slot >> 1 < WARMUP) continue;
+        for (const kind of ['all', query.kind]) ((samples[mode] ??= {})[kind] ??= []).push([ms, found.length]);
+      }
+      // minResults: the fewest results of a query (6: each filled its top 6).
+      const latency = Object.fromEntries(Object.entries(samples).map(([mode, kinds]) => [mode, Object.fromEntries(Object.entries(kinds).map(
+        ([kind, some]) => [kind, { ...summarize(some.map(([ms]) => ms)), minResults: Math.min(...some.map(([, n]) => n)) }]))]));
+      // The mean share of the exact cosine top 6 that the approximate (IVFFlat) search returns.
+      let recalled = 0;
+      for (const { vector } of index.vectors ? queries.slice(0, 30) : []) {
+        const exact = new Set((await vectorHits(db, target, vector, LIMIT, { exactUpTo: Infinity })).map((hit) => hit.id));
+        const approximate = await vectorHits(db, target, vector, LIMIT, { exactUpTo: 0 });
+        recalled += approximate.filter((hit) => exact.has(hit.id)).length / LIMIT;
+      }
+      tiers.push({ chunks: tier, total: fill.chunks, latency, vectorRecall: index.vectors ? recalled / 30 : null });
+      log(`retrieval ${backend}: ${tier} chunks measured, ${fill.chunks} written at ${f(fill.chunks / (fill.writeMs / 1000), 0)} chunks/s`);
+    }
+    return { backend, vectors: index.vectors as boolean, fill: { ...fill, chunksPerSec: fill.chunks / (fill.writeMs / 1000) }, tiers };
+  } finally {
+    await close();
+    await store.dispose();
+  }
+}
+
+runBench('bench:documents', envNumber('BENCH_MAX_RUN_SEC', 3600, 60) * 1000, async ({ stamp }) => {
   const git = await gitState();
-  const out: Record<string, unknown> = { stamp, machine: machine(), git, parts, runs };
+  const out: Record<string, unknown> = { stamp, machine: machine(), git, parts: PARTS, runs: RUNS };
   const sections: string[] = [];
-  if (parts.includes('ingest')) {
+  if (PARTS.includes('ingest')) {
     const dir = await mkdtemp(join(tmpdir(), 'troupe-doc-bench-files-'));
     try {
-      const files = await ingestFiles(dir, envList('BENCH_INGEST_FILES', INGEST_FILES), log);
-      const resolutionMs = envNumber('BENCH_LOOP_RESOLUTION_MS', 2, 1);
-      const timeoutMs = envNumber('BENCH_INGEST_TIMEOUT_SEC', 600, 10) * 1000;
-      const results: IngestResult[] = [];
-      for (let run = 1; run <= runs; run++) {
-        for (const file of files) {
-          for (const backend of backends) {
-            for (const mode of modes) {
-              results.push(await measureIngest({ backend, mode, file, run, databaseUrl, resolutionMs, timeoutMs, log }));
-            }
-          }
-        }
+      const files: StagedFile[] = [];
+      for (const id of FILE_KINDS) {
+        const [name, mimeType, make] = FILES[id];
+        const data = await make(INGEST_BYTES);
+        await writeFile(join(dir, name), data);
+        files.push({ id, name, mimeType, path: join(dir, name), bytes: data.byteLength });
       }
-      out.ingest = results;
-      sections.push(formatIngest(results, files));
+      const results = [];
+      for (let run = 1; run <= RUNS; run++) {
+        const cases = files.flatMap((file) => BACKENDS.flatMap((backend) => MODES.map((mode) => [file, backend, mode] as const)));
+        for (const [file, backend, mode] of cases) results.push(await measureIngest(file, backend, mode, run));
+      }
+      sections.push(formatIngest((out.ingest = results), files));
     } finally {
       await rm(dir, { recursive: true, force: true });
     }
   }
-  if (parts.includes('retrieval')) {
-    const results: RetrievalResult[] = [];
-    const tiers = envText('BENCH_TIERS') ?? '10000,30000,100000';
-    for (const backend of backends) {
-      const pglite = backend === 'pglite';
-      results.push(await measureRetrieval({
-        backend,
-        databaseUrl,
-        tiers: ((pglite && envText('BENCH_PGLITE_TIERS')) || tiers).split(',').map(Number),
-        others: 29,
-        othersChunks: envNumber(pglite && envText('BENCH_PGLITE_OTHERS_CHUNKS') ? 'BENCH_PGLITE_OTHERS_CHUNKS' : 'BENCH_OTHERS_CHUNKS',
-          200_000, 0),
-        dimensions: envNumber('BENCH_DIMENSIONS', 256, 1),
-        queries: envNumber('BENCH_QUERIES', 300, 10),
-        ratePerSec: envNumber('BENCH_RATE', 20, 1, false),
-        writers: envNumber('BENCH_WRITERS', 2, 1),
-        log,
-      }));
-    }
-    out.retrieval = results;
-    sections.push(formatRetrieval(results));
+  if (PARTS.includes('retrieval')) {
+    const results = [];
+    for (const backend of BACKENDS) results.push(await measureRetrieval(backend));
+    sections.push(formatRetrieval((out.retrieval = results)));
   }
   const changes = git.dirtySrc.length ? ` with uncommitted changes in ${git.dirtySrc.length} src/ file(s)` : '';
   const markdown = `${sections.join('\n\n')}\n\nTroupe at ${git.head}${changes}.`;
@@ -109,48 +335,36 @@ runBench('bench:documents', envNumber('BENCH_MAX_RUN_SEC', 3600, 60) * 1000, asy
 
 const f = (v: number | null | undefined, digits = 1) => fixed(v, digits, 'n/a');
 
-function formatIngest(results: IngestResult[], files: IngestFile[]): string {
-  const size = (id: string) => `${((files.find((x) => x.id === id)?.bytes ?? 0) / MB).toFixed(1)} MiB`;
-  // Rows with the same file, backend and mode, in first-seen order; each cell joins its runs as `a / b`.
-  const rows = [...Map.groupBy(results, (r) => `${r.file}|${r.backend}|${r.mode}`).values()].map((g) => {
-    const runs = (cell: (item: IngestResult) => string) => g.map(cell).join(' / ');
-    const { file, backend, mode } = g[0]!;
-    return [
-      `${file} ${size(file)}`, backend, mode,
-      runs((r) => (r.status === 'ready' ? String(r.chunkCount) : r.status)),
-      runs((r) => `${f(r.uploadMs / 1000)} + ${f(r.processMs / 1000)}`),
-      runs((r) => f(r.idle.p99)),
-      runs((r) => f(r.loop.p50)),
-      runs((r) => f(r.loop.p99)),
-      runs((r) => f(r.loop.max, 0)),
-      runs((r) => `${r.loop.stallCount} (${f(r.loop.stalledMs / 1000)} s)`),
-      runs((r) => (r.healthz ? `${f(r.healthz.p50)}, ${f(r.healthz.p99)}, ${f(r.healthz.max, 0)}` : '-')),
-      runs((r) => r.loop.stalls.slice(0, 3).map(([, ms]) => ms).join(',') || '-'),
-    ];
+function formatIngest(results: Awaited<ReturnType<typeof measureIngest>>[], files: StagedFile[]): string {
+  const columns: [string, (r: (typeof results)[number]) => string][] = [
+    ['chunks', (r) => (r.status === 'ready' ? String(r.chunkCount) : r.status)],
+    ['upload + processing s', (r) => `${f(r.uploadMs / 1000)} + ${f(r.processMs / 1000)}`],
+    ['idle loop p99 ms', (r) => f(r.idle.p99)], ['loop p50 ms', (r) => f(r.loop.p50)],
+    ['loop p99 ms', (r) => f(r.loop.p99)], ['loop max ms', (r) => f(r.loop.max, 0)],
+    ['stalls > 20 ms: count (time)', (r) => `${r.loop.stallCount} (${f(r.loop.stalledMs / 1000)} s)`],
+    ['GET /healthz p50, p99, max ms', (r) => (r.healthz ? `${f(r.healthz.p50)}, ${f(r.healthz.p99)}, ${f(r.healthz.max, 0)}` : '-')],
+    ['longest stalls ms', (r) => r.loop.stalls.slice(0, 3).map(([, ms]) => ms).join(',') || '-'],
+  ];
+  // One row per file, backend and mode, in first-seen order; each cell joins its runs as `a / b`.
+  const rows = [...Map.groupBy(results, (r) => `${r.file}|${r.backend}|${r.mode}`).values()].map((runs) => {
+    const { file, backend, mode } = runs[0]!;
+    const size = files.find((staged) => staged.id === file)!.bytes / MB;
+    return [`${file} ${size.toFixed(1)} MiB`, backend, mode, ...columns.map(([, cell]) => runs.map(cell).join(' / '))];
   });
-  const header = ['file', 'backend', 'mode', 'chunks', 'upload + processing s', 'idle loop p99 ms', 'loop p50 ms', 'loop p99 ms',
-    'loop max ms',    'stalls > 20 ms: count (time)', 'GET /healthz p50, p99, max ms', 'longest stalls ms'];
-  return `### (b) Ingestion end to end: main-thread event-loop delay (goal p99 < 20 ms)\n\n${markdownTable(header, rows)}`;
+  return '### (b) Ingestion end to end: main-thread event-loop delay (goal p99 < 20 ms)\n\n' +
+    markdownTable(['file', 'backend', 'mode', ...columns.map(([name]) => name)], rows);
 }
 
-function formatRetrieval(results: RetrievalResult[]): string {
-  const rows: string[][] = [];
-  for (const r of results) {
-    for (const tier of r.tiers) {
-      for (const [mode, kinds] of Object.entries(tier.latency)) {
-        const cell = (kind: string) => (kinds[kind] ? `${f(kinds[kind].p50, 2)} / ${f(kinds[kind].p99, 2)}` : '-');
-        const all = kinds.all;
-        const recall = mode === 'hybrid' ? f(tier.vectorRecall, 3) : '';
-        rows.push([r.backend, String(tier.chunks), String(tier.total), mode, cell('all'), f(all?.max, 1), cell('keyword'), cell('question'),
-          cell('common'),          String(all?.minResults ?? '-'), recall]);
-      }
-    }
-  }
+function formatRetrieval(results: Awaited<ReturnType<typeof measureRetrieval>>[]): string {
+  const pair = (s: Summary | undefined) => (s ? `${f(s.p50, 2)} / ${f(s.p99, 2)}` : '-');
+  const rows = results.flatMap((r) => r.tiers.flatMap((tier) => Object.entries(tier.latency).map(([mode, { all, ...kinds }]) => [
+    r.backend, tier.chunks, tier.total, mode, pair(all), f(all?.max, 1), pair(kinds.keyword), pair(kinds.question), pair(kinds.common),
+    all?.minResults ?? '-', mode === 'hybrid' ? f(tier.vectorRecall, 3) : ''])));
   const fills = results.map((r) => `${r.backend}: ${r.fill.chunks} chunks written in ${f(r.fill.writeMs / 1000, 0)} s ` +
-    `(${f(r.fill.chunksPerSec, 0)} chunks/s, vectors ${r.vectors}; then ${f(r.fill.upkeepWaitMs / 1000, 1)} s waiting for index builds)`).join('; ');
+    `(${f(r.fill.chunksPerSec, 0)} chunks/s, vectors ${r.vectors}; then ${f(r.fill.upkeepWaitMs / 1000, 1)} s waiting for index builds)`);
   const header = ['backend', 'chunks (character)', 'chunks (index)', 'mode', 'p50 / p99 ms', 'max ms', 'keyword p50 / p99',
-    'question p50 / p99',    'common-word p50 / p99', 'fewest results', 'vector recall@6'];
-  const title = '### (c) Retrieval: DocumentIndex.search, top 6, one character in a shared index, 20 queries/s ' +
-    '(goal p99 <= 5 ms PostgreSQL, <= 20 ms PGlite)';
-  return `${title}\n\n${markdownTable(header, rows)}\n\nFill (replaceChunks: chunk rows, document_terms chunk sets, the IVFFlat vector index and its retraining): ${fills}.`;
+    'question p50 / p99', 'common-word p50 / p99', 'fewest results', 'vector recall@6'];
+  return `### (c) Retrieval: DocumentIndex.search, top 6, one character in a shared index, ${RATE} queries/s (goal p99 <= 5 ms ` +
+    `PostgreSQL, <= 20 ms PGlite)\n\n${markdownTable(header, rows)}\n\nFill (replaceChunks: chunk rows, document_terms chunk sets, ` +
+    `the IVFFlat vector index and its retraining): ${fills.join('; ')}.`;
 }
