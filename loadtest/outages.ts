@@ -127,7 +127,7 @@ const redisRestart = () => scenario('redis restart', {}, async (rig, convs) => {
 });
 
 const processKill = (failoverMs: number) => scenario(`SIGKILL, ACTOR_FAILOVER_MS=${failoverMs}`, { failoverMs }, async (rig, convs) => {
-  const victim = rig.nodes.A!;
+  const victim = rig.route.A!;
   const placement = await roomPlacement(rig.redis.url);
   const victimId = colyseusProcessId(victim.troupe.child.output()); // logged before `troupe listening`
   const owned = convs.filter((conv) => placement.get(rig.conversations[conv]!) === victimId);
@@ -179,8 +179,8 @@ const postgresOutage = (mode: 'reset' | 'blackhole') => scenario(`PostgreSQL ${m
 const rollingRestart = () => scenario('rolling restart', {}, async (rig) => {
   const steps: { tTerm: number; node: string; drainMs: number; exitCode: number | null; inFlight: Send[]; startMs: number }[] = [];
   for (const slot of SLOTS) {
-    const node = rig.nodes[slot]!;
-    rig.route[slot] = slot === 'A' ? 'B' : 'A'; // out of rotation first, as a balancer does
+    const node = rig.route[slot]!;
+    rig.route[slot] = rig.route[slot === 'A' ? 'B' : 'A']; // out of rotation first, as a balancer does
     const inFlight = rig.inFlight(node.label);
     const tTerm = rig.now();
     const { code } = await node.troupe.child.stop(60_000);

@@ -1,7 +1,8 @@
 /**
  * An outage scenario's rig: a fresh PostgreSQL database (optionally behind a fault proxy), a private `redis-server`, the
- * upstream in echo mode, Troupe processes in slots A and B, and `route`, the balancer's table. Its load: per conversation,
- * rounds of one message through each slot at once; a WebSocket per conversation and slot; REST reads; `GET /readyz` polls.
+ * upstream in echo mode, Troupe processes in slots A and B, and `route`, the balancer's table: the process each slot's traffic
+ * goes to. Its load: per conversation, rounds of one message through each slot at once; a WebSocket per conversation and slot;
+ * REST reads; `GET /readyz` polls.
  */
 import { execFileSync } from 'node:child_process';
 import { performance } from 'node:perf_hooks';
@@ -44,9 +45,8 @@ process.on('exit', () => undropped.forEach((baseUrl, name) => {
 }));
 
 export class Rig {
-  readonly nodes: Record<Slot, TroupeNode | null> = { A: null, B: null };
   readonly all: TroupeNode[] = [];
-  readonly route: Record<Slot, Slot> = { A: 'A', B: 'B' };
+  readonly route: Record<Slot, TroupeNode | null> = { A: null, B: null };
   readonly conversations: string[] = [];
   readonly sends: Send[] = [];
   readonly reads: Read[] = [];
@@ -89,9 +89,8 @@ export class Rig {
     // One first, so the other does not race it through the migrations of an empty database.
     await this.startSlot('A');
     await this.startSlot('B');
-    const api = { base: this.nodes.A!.troupe.base, auth: `Bearer ${KEY}` };
-    this.characterId = await createCharacter(api, 'Warden', '');
-    for (let i = 0; i < o.conversations; i++) this.conversations.push(await createConversation(api, this.characterId));
+    this.characterId = await createCharacter(this.route.A!.troupe, 'Warden', '');
+    for (let i = 0; i < o.conversations; i++) this.conversations.push(await createConversation(this.route.A!.troupe, this.characterId));
   }
 
   /** Starts the slot's next process and puts it back in rotation. */
@@ -100,25 +99,20 @@ export class Rig {
     const troupe = await startTroupe({ name: `troupe-${label}`, key: KEY, settings: this.#troupeSettings, keepOutput: true });
     const node: TroupeNode = { label, troupe };
     this.engine = String(troupe.child.readyInfo.engine);
-    this.nodes[slot] = node;
     this.all.push(node);
-    this.route[slot] = slot;
+    this.route[slot] = node;
     return node;
   }
 
-  /** The process traffic for `slot` goes to now, or null when it is gone. */
-  target = (slot: Slot): TroupeNode | null => this.nodes[this.route[slot]];
   now = (): number => performance.now() - this.#t0;
   /** Sends in flight right now to `node` (by label). */
   inFlight = (node: string): Send[] => this.sends.filter((s) => s.node === node && s.t1 < 0);
 
   startLoad(): void {
     this.#t0 = performance.now();
-    this.conversations.forEach((_, conv) => {
-      this.#tasks.push(this.#converse(conv));
-      for (const via of SLOTS) this.#tasks.push(this.#listen(conv, via));
-    });
-    for (const via of SLOTS) this.#tasks.push(this.#readLoop(via), this.#readyLoop(via));
+    const convs = this.conversations.map((_, conv) => conv);
+    this.#tasks.push(...convs.map((conv) => this.#converse(conv)));
+    for (const via of SLOTS) this.#tasks.push(...convs.map((conv) => this.#listen(conv, via)), this.#readLoop(via), this.#readyLoop(via));
   }
 
   /** Stops sending; waits for every message in flight, then `graceMs` for sockets to get the last events, then closes them. */
@@ -143,8 +137,8 @@ export class Rig {
   async history(id: string): Promise<StoredMessage[]> {
     for (let attempt = 0; attempt < 60; attempt++) {
       for (const node of this.all.filter((n) => n.troupe.child.exitInfo() === null)) {
-        const api = { base: node.troupe.base, auth: `Bearer ${KEY}` };
-        const got = await callJson<{ messages: StoredMessage[] }>(api, 'GET', `/conversations/${id}`, undefined, 200).catch(() => null);
+        const got = await callJson<{ messages: StoredMessage[] }>(node.troupe, 'GET', `/conversations/${id}`, undefined, 200)
+          .catch(() => null);
         if (got) return got.messages;
       }
       await sleep(500);
@@ -153,7 +147,7 @@ export class Rig {
   }
 
   async #request(via: Slot, method: string, path: string, body?: unknown): Promise<Outcome & { body: unknown }> {
-    const node = this.target(via);
+    const node = this.route[via];
     const t0 = this.now();
     if (!node) return { t0, t1: t0, status: null, code: 'no_process', node: null, body: null };
     try {
@@ -178,7 +172,7 @@ export class Rig {
       const sendOne = async (via: Slot) => {
         const tag = `c${String(conv).padStart(2, '0')}-r${String(round).padStart(4, '0')}-${via}`;
         const send: Send = { conv, round, via, tag, answeredTag: null, t0: this.now(), t1: -1, status: null, code: null,
-          node: this.target(via)?.label ?? null };
+          node: this.route[via]?.label ?? null };
         this.sends.push(send);
         const { body, ...out } = await this.#request(via, 'POST', `/conversations/${this.conversations[conv]}/messages`, { content: tag });
         const reply = (body as { characterMessage?: { content?: unknown } } | null)?.characterMessage?.content;
@@ -216,7 +210,7 @@ export class Rig {
   /** One socket per conversation and slot, for as long as the load runs, reconnecting after a close. */
   async #listen(conv: number, via: Slot): Promise<void> {
     while (this.#watching) {
-      const node = this.target(via);
+      const node = this.route[via];
       if (!node) {
         await sleep(250);
         continue;
