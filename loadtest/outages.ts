@@ -13,7 +13,7 @@ import { gitState, logger, machine, runBench } from './support/children.ts';
 import { envDatabaseUrl, envList, envNumber, envRates, envText, redactUrl } from './support/env.ts';
 import { markdownTable, RESULTS_DIR, summarize, tally, writeResults } from './support/report.ts';
 import { colyseusProcessId, roomPlacement } from './support/troupe.ts';
-import { checkHistories, checkSockets, type HistoryCheck } from './outage-support/check.ts';
+import { checkHistories, checkSockets } from './outage-support/check.ts';
 import { outcome, Rig, SLOTS, type Outcome, type Send, type Slot } from './outage-support/rig.ts';
 
 const scenarios = envList('BENCH_SCENARIOS', ['redis', 'kill', 'postgres', 'rolling'] as const);
@@ -127,7 +127,7 @@ const redisRestart = () => scenario('redis restart', {}, async (rig, convs) => {
 });
 
 const processKill = (failoverMs: number) => scenario(`SIGKILL, ACTOR_FAILOVER_MS=${failoverMs}`, { failoverMs }, async (rig, convs) => {
-  const victim = rig.route.A!;
+  const victim = rig.route.A;
   const placement = await roomPlacement(rig.redis.url);
   const victimId = colyseusProcessId(victim.troupe.child.output()); // logged before `troupe listening`
   const owned = convs.filter((conv) => placement.get(rig.conversations[conv]!) === victimId);
@@ -179,7 +179,7 @@ const postgresOutage = (mode: 'reset' | 'blackhole') => scenario(`PostgreSQL ${m
 const rollingRestart = () => scenario('rolling restart', {}, async (rig) => {
   const steps: { tTerm: number; node: string; drainMs: number; exitCode: number | null; inFlight: Send[]; startMs: number }[] = [];
   for (const slot of SLOTS) {
-    const node = rig.route[slot]!;
+    const node = rig.route[slot];
     rig.route[slot] = rig.route[slot === 'A' ? 'B' : 'A']; // out of rotation first, as a balancer does
     const inFlight = rig.inFlight(node.label);
     const tTerm = rig.now();
@@ -206,7 +206,7 @@ const counts = (c: Record<string, number>, skip = '200') =>
   Object.entries(c).filter(([k]) => k !== skip).map(([k, n]) => `${n}× ${k}`).join(', ') || 'none';
 const readyCells = (r: ReturnType<typeof readiness>) => SLOTS.map(
   (s) => (r[s].notReadyAfterMs === null ? 'stayed 200' : `${ms(r[s].notReadyAfterMs)} / ${ms(r[s].readyAgainAfterMs)}`)).join('; ');
-const storedCodes = (h: HistoryCheck) =>
+const storedCodes = (h: Result['history']) =>
   Object.entries(h.refusedStoredByCode).map(([code, n]) => `${code}: ${n.answered} / ${n.unanswered}`).join('; ').replace(/.+/, ' ($&)');
 
 function markdown(results: readonly Result[]): string {

@@ -6,8 +6,6 @@
 import { echoedMessage as replyTag } from '../support/upstream.ts';
 import { bump, outcome, type Send, type Session, type StoredMessage } from './rig.ts';
 
-export type HistoryCheck = ReturnType<typeof checkHistories>;
-
 export function checkHistories(sends: readonly Send[], histories: readonly StoredMessage[][]) {
   // refusedStoredByCode: refused but stored, answered / not, by what the sender was told; wrongReply: a 200 carrying another
   // message's reply; unknown: stored player messages that are not the load's.

@@ -19,10 +19,9 @@ import type { Settings } from '../outages.ts';
 export type Slot = 'A' | 'B';
 export const SLOTS: readonly Slot[] = ['A', 'B'];
 /** label: A1, B1, A2 (slot A's second process)…; status null: no answer came; code: the error body's `code` or the connection
- * error's; node: null when its slot had none; tag: unique per message (c00-r0003-A), the echo reply names it; answeredTag: the
- * tag the reply in its 200 answers. */
+ * error's; tag: unique per message (c00-r0003-A), the echo reply names it; answeredTag: the tag the reply in its 200 answers. */
 export type TroupeNode = { label: string; troupe: Troupe };
-export type Outcome = { t0: number; t1: number; status: number | null; code: string | null; node: string | null };
+export type Outcome = { t0: number; t1: number; status: number | null; code: string | null; node: string };
 export type Send = Outcome & { conv: number; round: number; via: Slot; tag: string; answeredTag: string | null };
 export type Read = Outcome & { via: Slot; kind: 'conversation' | 'character' };
 /** One socket: replies by replyId (`dones` > 1: a duplicate); doneOrder: replyIds in the order their `done` arrived. */
@@ -46,7 +45,7 @@ process.on('exit', () => undropped.forEach((baseUrl, name) => {
 
 export class Rig {
   readonly all: TroupeNode[] = [];
-  readonly route: Record<Slot, TroupeNode | null> = { A: null, B: null };
+  readonly route = {} as Record<Slot, TroupeNode>;
   readonly conversations: string[] = [];
   readonly sends: Send[] = [];
   readonly reads: Read[] = [];
@@ -89,8 +88,8 @@ export class Rig {
     // One first, so the other does not race it through the migrations of an empty database.
     await this.startSlot('A');
     await this.startSlot('B');
-    this.characterId = await createCharacter(this.route.A!.troupe, 'Warden', '');
-    for (let i = 0; i < o.conversations; i++) this.conversations.push(await createConversation(this.route.A!.troupe, this.characterId));
+    this.characterId = await createCharacter(this.route.A.troupe, 'Warden', '');
+    for (let i = 0; i < o.conversations; i++) this.conversations.push(await createConversation(this.route.A.troupe, this.characterId));
   }
 
   /** Starts the slot's next process and puts it back in rotation. */
@@ -149,7 +148,6 @@ export class Rig {
   async #request(via: Slot, method: string, path: string, body?: unknown): Promise<Outcome & { body: unknown }> {
     const node = this.route[via];
     const t0 = this.now();
-    if (!node) return { t0, t1: t0, status: null, code: 'no_process', node: null, body: null };
     try {
       const headers = { authorization: `Bearer ${KEY}`, ...(body ? { 'content-type': 'application/json' } : {}) };
       const signal = AbortSignal.timeout(this.#o.requestTimeoutMs);
@@ -172,7 +170,7 @@ export class Rig {
       const sendOne = async (via: Slot) => {
         const tag = `c${String(conv).padStart(2, '0')}-r${String(round).padStart(4, '0')}-${via}`;
         const send: Send = { conv, round, via, tag, answeredTag: null, t0: this.now(), t1: -1, status: null, code: null,
-          node: this.route[via]?.label ?? null };
+          node: this.route[via].label };
         this.sends.push(send);
         const { body, ...out } = await this.#request(via, 'POST', `/conversations/${this.conversations[conv]}/messages`, { content: tag });
         const reply = (body as { characterMessage?: { content?: unknown } } | null)?.characterMessage?.content;
@@ -211,10 +209,6 @@ export class Rig {
   async #listen(conv: number, via: Slot): Promise<void> {
     while (this.#watching) {
       const node = this.route[via];
-      if (!node) {
-        await sleep(250);
-        continue;
-      }
       const session: Session = { conv, tReady: null, tClose: null, errors: {}, replies: new Map(), doneOrder: [] };
       const ws = new WebSocket(wsUrl(node.troupe.base, this.conversations[conv] as string, KEY));
       this.#sockets.add(ws);
