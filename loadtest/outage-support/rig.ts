@@ -212,11 +212,7 @@ export class Rig {
       const session: Session = { conv, tReady: null, tClose: null, errors: {}, replies: new Map(), doneOrder: [] };
       const ws = new WebSocket(wsUrl(node.troupe.base, this.conversations[conv] as string, KEY));
       this.#sockets.add(ws);
-      let opened = false;
-      ws.once('open', () => {
-        opened = true;
-        this.sessions.push(session);
-      });
+      ws.once('open', () => this.sessions.push(session));
       ws.on('message', (data) => {
         const t = this.now();
         const event = JSON.parse(String(data)) as Record<string, unknown>;
@@ -234,7 +230,7 @@ export class Rig {
       await new Promise((resolve) => ws.once('close', resolve));
       session.tClose = this.now();
       this.#sockets.delete(ws);
-      if (this.#watching) await sleep(opened ? 100 : 250);
+      if (this.#watching) await sleep(this.sessions.includes(session) ? 100 : 250); // longer after a failed connection
     }
   }
 }
