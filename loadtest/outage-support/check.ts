@@ -6,9 +6,6 @@
 import { echoedMessage as replyTag } from '../support/upstream.ts';
 import { bump, outcome, type Send, type Session, type StoredMessage } from './rig.ts';
 
-export type HistoryCheck = ReturnType<typeof checkHistories>;
-export type SocketCheck = ReturnType<typeof checkSockets>;
-
 export function checkHistories(sends: readonly Send[], histories: readonly StoredMessage[][]) {
   // refusedStoredByCode: refused but stored, answered / not, by what the sender was told; wrongReply: a 200 carrying another
   // message's reply; unknown: stored player messages that are not the load's.
@@ -48,12 +45,9 @@ export function checkHistories(sends: readonly Send[], histories: readonly Store
       if (s.status === 200 && !(stored[s.tag] && replied[s.tag])) c.lost++;
       if (s.status === 200 || !stored[s.tag]) continue;
       (c.refusedStoredByCode[outcome(s)] ??= { answered: 0, unanswered: 0 })[replied[s.tag] ? 'answered' : 'unanswered']++;
+      c[replied[s.tag] ? 'refusedStoredAnswered' : 'refusedStoredUnanswered']++;
     }
   });
-  for (const n of Object.values(c.refusedStoredByCode)) {
-    c.refusedStoredAnswered += n.answered;
-    c.refusedStoredUnanswered += n.unanswered;
-  }
   return c;
 }
 
