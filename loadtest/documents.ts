@@ -1,11 +1,4 @@
-/**
- * Documents benchmark (`npm run bench:documents`; Markdown tables, also in loadtest/results/documents-<stamp>.{json,md}).
- * ingest: a ~50 MB file uploaded by curl (never on a measured loop), processed to `ready` on a fresh store; `process`: Troupe
- * as a child, its loop delay measured inside it (probe.ts), GET /healthz back to back from here; `in-process`: startServer() here.
- * Goal: p99 < 20 ms. retrieval: DocumentIndex.search, top 6, one character at each tier of chunks in an index shared with 29
- * others, on a fixed schedule (latency counts from the scheduled time), full text and hybrid; the fill rate; vector recall@6.
- * Goals: p99 <= 5 ms PostgreSQL, <= 20 ms PGlite; >= 3,000 chunks/s. Knobs: the BENCH_* constants below.
- */
+/** Documents benchmark (`npm run bench:documents`): ingestion, retrieval. Method and knobs: docs/benchmarks.md, Documents: settings. */
 import { randomFillSync } from 'node:crypto';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
@@ -41,7 +34,6 @@ const MB = 1_048_576;
 const INGEST_BYTES = Math.floor(envNumber('BENCH_INGEST_MB', 49.9, 1, false) * MB); // the upload limit is 50 MiB
 const RESOLUTION_MS = envNumber('BENCH_LOOP_RESOLUTION_MS', 2, 1);
 const INGEST_TIMEOUT_MS = envNumber('BENCH_INGEST_TIMEOUT_SEC', 600, 10) * 1000;
-// The measured character's chunks at each tier, the 29 others' in all; BENCH_PGLITE_* set them for PGlite alone.
 const knob = (backend: Backend, name: string) => `BENCH_${backend === 'pglite' && envText(`BENCH_PGLITE_${name}`) ? 'PGLITE_' : ''}${name}`;
 const TIERS = (backend: Backend) => (envText(knob(backend, 'TIERS')) ?? '10000,30000,100000').split(',').map(Number);
 const OTHERS_CHUNKS = (backend: Backend) => envNumber(knob(backend, 'OTHERS_CHUNKS'), 200_000, 0);
@@ -53,6 +45,9 @@ const [WARMUP, LIMIT] = [20, 6];
 const MAINTENANCE = ['vacuum analyze document_chunks', 'vacuum analyze document_terms', 'analyze documents', 'checkpoint'];
 type Backend = (typeof BACKENDS)[number];
 const log = logger('bench:documents');
+const f = (v: number | null | undefined, digits = 1) => fixed(v, digits, 'n/a');
+/** Milliseconds until `work()` settles, counted from before it starts. */
+const timed = (work: () => Promise<unknown>, t0 = performance.now()) => work().then(() => performance.now() - t0);
 
 // Seeded English-like text (same seed, same bytes): function words as common as in English prose (the 'simple'
 // text-search configuration keeps them, so they match nearly every chunk), then made-up words in a long Zipf tail.
@@ -61,15 +56,12 @@ const FUNCTION_WORDS = ('the of and to a in that is was he for it with as his on
   'into than them can only other new some could time these two may then do first any my now such like our over man me even most ' +
   'made after also did many before must through back years where much your way well down should because each').split(' ');
 /** The vocabulary, most frequent first: the function words, then 20,000 made-up content words. */
-const WORDS = (() => {
-  const random = seeded(7);
-  const syllables = 'ka ter lo mar in ven do ris al the on gra sel bu ric an mo dun e pha tor li wen ost'.split(' ');
-  const words = new Set(FUNCTION_WORDS);
-  while (words.size < FUNCTION_WORDS.length + 20_000) {
-    words.add(Array.from({ length: 2 + Math.floor(random() * 3) }, () => syllables[Math.floor(random() * syllables.length)]).join(''));
-  }
-  return [...words];
-})();
+const SYLLABLES = 'ka ter lo mar in ven do ris al the on gra sel bu ric an mo dun e pha tor li wen ost'.split(' ');
+const VOCABULARY = new Set(FUNCTION_WORDS);
+for (const random = seeded(7); VOCABULARY.size < FUNCTION_WORDS.length + 20_000;) {
+  VOCABULARY.add(Array.from({ length: 2 + Math.floor(random() * 3) }, () => SYLLABLES[Math.floor(random() * SYLLABLES.length)]).join(''));
+}
+const WORDS = [...VOCABULARY];
 
 /** Words drawn with weight 1 / rank into sentences of 8-22 words and paragraphs of 3-7 sentences. */
 function prose(seed: number) {
@@ -234,8 +226,7 @@ async function measureRetrieval(backend: Backend) {
     const fillUp = async (fillOwners: (typeof owners)[number][], chunks: number) => {
       const jobs = fillOwners.flatMap((owner) =>
         Array.from({ length: Math.ceil(chunks / 1_000) }, (_, i) => ({ owner, count: Math.min(1_000, chunks - i * 1_000) })));
-      const started = performance.now();
-      await Promise.all(Array.from({ length: WRITERS }, async () => {
+      fill.writeMs += await timed(() => Promise.all(Array.from({ length: WRITERS }, async () => {
         for (let job = jobs.shift(); job; job = jobs.shift()) {
           const headingPath = [text.heading()];
           const rows = Array.from({ length: job.count }, () => text.paragraphs(1_500, 2).join('\n\n')).map((content, ordinal) => ({
@@ -251,8 +242,7 @@ async function measureRetrieval(backend: Backend) {
           fill.chunks += job.count;
           upkeep.push(index.afterWrite({ characterId: doc.characterId }));
         }
-      }));
-      fill.writeMs += performance.now() - started;
+      })));
     };
     await fillUp(others, Math.ceil(OTHERS_CHUNKS(backend) / others.length));
     const queries = makeQueries(QUERIES + WARMUP).map((query) => ({ ...query, vector: nextVector() }));
@@ -260,9 +250,7 @@ async function measureRetrieval(backend: Backend) {
     for (const tier of TIERS(backend)) {
       await fillUp([target], tier - (tiers.at(-1)?.chunks ?? 0));
       // Measured once the builds the writes started are done, as a server is a little later.
-      const waitStarted = performance.now();
-      await Promise.all(upkeep.splice(0));
-      fill.upkeepWaitMs += performance.now() - waitStarted;
+      fill.upkeepWaitMs += await timed(() => Promise.all(upkeep.splice(0)));
       // As autovacuum soon after a bulk load (the planner needs it to pick indexes); the WAL written now, not mid-queries.
       for (const statement of MAINTENANCE) await db.execute(sql.raw(statement));
       // mode -> kind (all, keyword, question, common) -> [latency ms, results] of each measured query.
@@ -284,12 +272,10 @@ async function measureRetrieval(backend: Backend) {
       // The mean share of the exact cosine top 6 that the approximate (IVFFlat) search returns.
       let recalled = 0;
       for (const { vector } of index.vectors ? queries.slice(0, 30) : []) {
-        const exact = new Set((await vectorHits(db, target, vector, LIMIT, { exactUpTo: Infinity })).map((hit) => hit.id));
-        const approximate = await vectorHits(db, target, vector, LIMIT, { exactUpTo: 0 });
-        recalled += approximate.filter((hit) => exact.has(hit.id)).length / LIMIT;
+        const [exact, approx] = await Promise.all([Infinity, 0].map((exactUpTo) => vectorHits(db, target, vector, LIMIT, { exactUpTo })));
+        recalled += approx!.filter((hit) => exact!.some(({ id }) => id === hit.id)).length / LIMIT;
       }
       tiers.push({ chunks: tier, total: fill.chunks, latency, vectorRecall: index.vectors ? recalled / 30 : null });
-      log(`retrieval ${backend}: ${tier} chunks measured, ${fill.chunks} written at ${f(fill.chunks / (fill.writeMs / 1000), 0)} chunks/s`);
     }
     return { backend, vectors: index.vectors as boolean, fill: { ...fill, chunksPerSec: fill.chunks / (fill.writeMs / 1000) }, tiers };
   } finally {
@@ -332,8 +318,6 @@ runBench('bench:documents', envNumber('BENCH_MAX_RUN_SEC', 3600, 60) * 1000, asy
   const paths = await writeResults('documents', stamp, out, markdown);
   process.stdout.write(`\n${markdown}\n\nRaw results: ${paths.json}\n`);
 });
-
-const f = (v: number | null | undefined, digits = 1) => fixed(v, digits, 'n/a');
 
 function formatIngest(results: Awaited<ReturnType<typeof measureIngest>>[], files: StagedFile[]): string {
   const columns: [string, (r: (typeof results)[number]) => string][] = [
