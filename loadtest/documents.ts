@@ -1,11 +1,4 @@
-/**
- * Documents benchmark (`npm run bench:documents`; Markdown tables, also in loadtest/results/documents-<stamp>.{json,md}).
- * ingest: a ~50 MB file uploaded by curl (never on a measured loop), processed to `ready` on a fresh store; `process`: Troupe
- * as a child, its loop delay measured inside it (probe.ts), GET /healthz back to back from here; `in-process`: startServer() here.
- * Goal: p99 < 20 ms. retrieval: DocumentIndex.search, top 6, one character at each tier of chunks in an index shared with 29
- * others, on a fixed schedule (latency counts from the scheduled time), full text and hybrid; the fill rate; vector recall@6.
- * Goals: p99 <= 5 ms PostgreSQL, <= 20 ms PGlite; >= 3,000 chunks/s. Knobs: the BENCH_* constants below.
- */
+/** Documents benchmark (`npm run bench:documents`): ingestion, retrieval. Method and knobs: docs/benchmarks.md, Documents: settings. */
 import { randomFillSync } from 'node:crypto';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
@@ -41,7 +34,6 @@ const MB = 1_048_576;
 const INGEST_BYTES = Math.floor(envNumber('BENCH_INGEST_MB', 49.9, 1, false) * MB); // the upload limit is 50 MiB
 const RESOLUTION_MS = envNumber('BENCH_LOOP_RESOLUTION_MS', 2, 1);
 const INGEST_TIMEOUT_MS = envNumber('BENCH_INGEST_TIMEOUT_SEC', 600, 10) * 1000;
-// The measured character's chunks at each tier, the 29 others' in all; BENCH_PGLITE_* set them for PGlite alone.
 const knob = (backend: Backend, name: string) => `BENCH_${backend === 'pglite' && envText(`BENCH_PGLITE_${name}`) ? 'PGLITE_' : ''}${name}`;
 const TIERS = (backend: Backend) => (envText(knob(backend, 'TIERS')) ?? '10000,30000,100000').split(',').map(Number);
 const OTHERS_CHUNKS = (backend: Backend) => envNumber(knob(backend, 'OTHERS_CHUNKS'), 200_000, 0);
@@ -53,6 +45,9 @@ const [WARMUP, LIMIT] = [20, 6];
 const MAINTENANCE = ['vacuum analyze document_chunks', 'vacuum analyze document_terms', 'analyze documents', 'checkpoint'];
 type Backend = (typeof BACKENDS)[number];
 const log = logger('bench:documents');
+const f = (v: number | null | undefined, digits = 1) => fixed(v, digits, 'n/a');
+/** Milliseconds until `work()` settles, counted from before it starts. */
+const timed = (work: () => Promise<unknown>, t0 = performance.now()) => work().then(() => performance.now() - t0);
 
 // Seeded English-like text (same seed, same bytes): function words as common as in English prose (the 'simple'
 // text-search configuration keeps them, so they match nearly every chunk), then made-up words in a long Zipf tail.
@@ -61,15 +56,12 @@ const FUNCTION_WORDS = ('the of and to a in that is was he for it with as his on
   'into than them can only other new some could time these two may then do first any my now such like our over man me even most ' +
   'made after also did many before must through back years where much your way well down should because each').split(' ');
 /** The vocabulary, most frequent first: the function words, then 20,000 made-up content words. */
-const WORDS = (() => {
-  const random = seeded(7);
-  const syllables = 'ka ter lo mar in ven do ris al the on gra sel bu ric an mo dun e pha tor li wen ost'.split(' ');
-  const words = new Set(FUNCTION_WORDS);
-  while (words.size < FUNCTION_WORDS.length + 20_000) {
-    words.add(Array.from({ length: 2 + Math.floor(random() * 3) }, () => syllables[Math.floor(random() * syllables.length)]).join(''));
-  }
-  return [...words];
-})();
+const SYLLABLES = 'ka ter lo mar in ven do ris al the on gra sel bu ric an mo dun e pha tor li wen ost'.split(' ');
+const VOCABULARY = new Set(FUNCTION_WORDS);
+for (const random = seeded(7); VOCABULARY.size < FUNCTION_WORDS.length + 20_000;) {
+  VOCABULARY.add(Array.from({ length: 2 + Math.floor(random() * 3) }, () => SYLLABLES[Math.floor(random() * SYLLABLES.length)]).join(''));
+}
+const WORDS = [...VOCABULARY];
 
 /** Words drawn with weight 1 / rank into sentences of 8-22 words and paragraphs of 3-7 sentences. */
 function prose(seed: number) {
@@ -124,8 +116,8 @@ const FILES = {
 } as const;
 type StagedFile = { id: string; name: string; mimeType: string; path: string; bytes: number };
 
-/** Back-to-back GET /healthz until stopped, with a url (process mode: in-process it would load the measured loop). */
-function probeHealthz(url: string | null): () => Promise<Summary | null> {
+/** Back-to-back GET /healthz until stopped, with a url (process mode: in-process it would load the measured loop); then `window()`. */
+function probeHealthz(url: string | null, window: () => Promise<LoopReport>) {
   const latencies: number[] = [];
   const loop = (async () => {
     // A connection the server closed while frozen fails one probe (counted until it failed), not the run.
@@ -134,7 +126,7 @@ function probeHealthz(url: string | null): () => Promise<Summary | null> {
       latencies.push(performance.now() - t0);
     }
   })();
-  return () => ((url = null), loop.then(() => (latencies.length ? summarize(latencies) : null)));
+  return () => ((url = null), loop.then(async () => ({ healthz: latencies.length ? summarize(latencies) : null, loop: await window() })));
 }
 
 async function measureIngest(file: StagedFile, backend: Backend, mode: (typeof MODES)[number], run: number) {
@@ -158,16 +150,15 @@ async function measureIngest(file: StagedFile, backend: Backend, mode: (typeof M
     const characterId = await createCharacter(api, 'Archivist', 'Answers from the documents.');
     // Two idle seconds first: the floor each number should be read against.
     await t.window();
-    const stopIdleProbe = probeHealthz(mode === 'process' ? t.url : null);
+    const stopIdle = probeHealthz(mode === 'process' ? t.url : null, t.window);
     await sleep(2_000);
-    const healthzIdle = await stopIdleProbe();
-    const idle = await t.window();
-    const stopBusyProbe = probeHealthz(mode === 'process' ? t.url : null);
+    const { healthz: healthzIdle, loop: idle } = await stopIdle();
+    const stopBusy = probeHealthz(mode === 'process' ? t.url : null, t.window);
     const t0 = performance.now();
     const { stdout } = await execFileAsync('curl', ['-sS', '--max-time', '600', '-H', `authorization: ${api.auth}`, '-w', '\n%{http_code}',
       '-F', `file=@${file.path};type=${file.mimeType};filename=${file.name}`, `${t.url}/characters/${characterId}/documents`]);
-    const [body = '', status] = stdout.split(/\n(?=\d+$)/);
-    if (status !== '202') throw new Error(`upload of ${file.id}: HTTP ${status}: ${body.slice(0, 300)}`);
+    const [body = '', code] = stdout.split(/\n(?=\d+$)/);
+    if (code !== '202') throw new Error(`upload of ${file.id}: HTTP ${code}: ${body.slice(0, 300)}`);
     const uploadMs = performance.now() - t0;
     const path = `/characters/${characterId}/documents/${(JSON.parse(body) as { id: string }).id}`;
     let doc: { status: string; chunkCount: number; errorMessage: string | null };
@@ -176,44 +167,12 @@ async function measureIngest(file: StagedFile, backend: Backend, mode: (typeof M
       await sleep(200);
     }
     const processMs = performance.now() - t0 - uploadMs;
-    const healthz = await stopBusyProbe();
-    const loop = await t.window();
-    log(`${label}: ${doc.status} ${doc.errorMessage ?? ''}, ${doc.chunkCount} chunks, loop p99 ${loop.p99} ms`);
-    const { status: state, chunkCount } = doc;
-    return { file: file.id, backend, mode, run, status: state, chunkCount, uploadMs, processMs, idle, loop, healthz, healthzIdle };
+    const { healthz, loop } = await stopBusy();
+    const { status, chunkCount, errorMessage } = doc;
+    return { file: file.id, backend, mode, run, status, chunkCount, errorMessage, uploadMs, processMs, idle, loop, healthz, healthzIdle };
   } finally {
     for (const step of cleanup) await step().catch((err: unknown) => log(`${label}: cleanup failed: ${String(err)}`));
   }
-}
-
-/** Unit vectors around 64 topic centres: embeddings cluster by subject, as real ones do. */
-function vectorSource(seed: number): () => number[] {
-  const random = seeded(seed);
-  const noise = (scale: number) => Array.from({ length: DIMENSIONS }, () => (random() * 2 - 1) * scale);
-  const centres = Array.from({ length: 64 }, () => noise(1));
-  return () => {
-    const centre = centres[Math.floor(random() * centres.length)]!;
-    const v = noise(0.8).map((x, i) => x + centre[i]!);
-    const norm = Math.hypot(...v) || 1;
-    return v.map((x) => Math.round((x / norm) * 1e4) / 1e4);
-  };
-}
-
-/** In turn: keyword (2-3 content words), question (a template around them), common (the template around frequent words). */
-function makeQueries(count: number) {
-  const random = seeded(21);
-  const content = WORDS.slice(FUNCTION_WORDS.length);
-  // Frequent words the stopword list keeps ('time', 'first', 'man' ...): each is in many chunks.
-  const common = [...FUNCTION_WORDS.slice(40), ...content.slice(0, 40)];
-  const templates = ['What did the {} do with the {}?', 'Where is the {} of {}?', 'Tell me about the {} and the {}.',
-    'Who has the {} now that {} is gone?'];
-  return Array.from({ length: count }, (_, i) => {
-    const kind = ['keyword', 'question', 'common'][i % 3]!;
-    const [pool, skew] = kind === 'common' ? [common, 1] : [content, 3];
-    const pick = () => pool[Math.floor(pool.length * random() ** skew)]!;
-    if (kind !== 'keyword') return { kind, text: templates[i % 4]!.replace(/\{\}/g, pick) };
-    return { kind, text: Array.from({ length: 2 + Math.floor(random() * 2) }, pick).join(' ') };
-  });
 }
 
 async function measureRetrieval(backend: Backend) {
@@ -226,7 +185,16 @@ async function measureRetrieval(backend: Backend) {
     await db.insert(projects).values({ id: projectId, name: 'bench' });
     const owners = Array.from({ length: 30 }, () => ({ projectId, characterId: newId('character') }));
     await db.insert(characters).values(owners.map((owner, i) => ({ id: owner.characterId, projectId, name: `character ${i}` })));
-    const [target, others, text, nextVector] = [owners[0]!, owners.slice(1), prose(11), vectorSource(12)] as const;
+    const [target, others, text, vectorRandom] = [owners[0]!, owners.slice(1), prose(11), seeded(12)] as const;
+    // Unit vectors around 64 topic centres: embeddings cluster by subject, as real ones do.
+    const noise = (scale: number) => Array.from({ length: DIMENSIONS }, () => (vectorRandom() * 2 - 1) * scale);
+    const centres = Array.from({ length: 64 }, () => noise(1));
+    const nextVector = () => {
+      const centre = centres[Math.floor(vectorRandom() * centres.length)]!;
+      const v = noise(0.8).map((x, i) => x + centre[i]!);
+      const norm = Math.hypot(...v) || 1;
+      return v.map((x) => Math.round((x / norm) * 1e4) / 1e4);
+    };
     const fill = { chunks: 0, writeMs: 0, upkeepWaitMs: 0 };
     const upkeep: Promise<void>[] = [];
     // `chunks` more for each owner, as the processor writes them: ready documents of up to 1,000 chunks, WRITERS at
@@ -234,8 +202,7 @@ async function measureRetrieval(backend: Backend) {
     const fillUp = async (fillOwners: (typeof owners)[number][], chunks: number) => {
       const jobs = fillOwners.flatMap((owner) =>
         Array.from({ length: Math.ceil(chunks / 1_000) }, (_, i) => ({ owner, count: Math.min(1_000, chunks - i * 1_000) })));
-      const started = performance.now();
-      await Promise.all(Array.from({ length: WRITERS }, async () => {
+      fill.writeMs += await timed(() => Promise.all(Array.from({ length: WRITERS }, async () => {
         for (let job = jobs.shift(); job; job = jobs.shift()) {
           const headingPath = [text.heading()];
           const rows = Array.from({ length: job.count }, () => text.paragraphs(1_500, 2).join('\n\n')).map((content, ordinal) => ({
@@ -251,18 +218,27 @@ async function measureRetrieval(backend: Backend) {
           fill.chunks += job.count;
           upkeep.push(index.afterWrite({ characterId: doc.characterId }));
         }
-      }));
-      fill.writeMs += performance.now() - started;
+      })));
     };
     await fillUp(others, Math.ceil(OTHERS_CHUNKS(backend) / others.length));
-    const queries = makeQueries(QUERIES + WARMUP).map((query) => ({ ...query, vector: nextVector() }));
+    // In turn: keyword (2-3 content words), question (a template around them), common (the template around frequent words).
+    const [queryRandom, content] = [seeded(21), WORDS.slice(FUNCTION_WORDS.length)];
+    // Frequent words the stopword list keeps ('time', 'first', 'man' ...): each is in many chunks.
+    const common = [...FUNCTION_WORDS.slice(40), ...content.slice(0, 40)];
+    const templates = ['What did the {} do with the {}?', 'Where is the {} of {}?', 'Tell me about the {} and the {}.',
+      'Who has the {} now that {} is gone?'];
+    const queries = Array.from({ length: QUERIES + WARMUP }, (_, i) => {
+      const kind = ['keyword', 'question', 'common'][i % 3]!;
+      const [pool, skew] = kind === 'common' ? [common, 1] : [content, 3];
+      const pick = () => pool[Math.floor(pool.length * queryRandom() ** skew)]!;
+      if (kind !== 'keyword') return { kind, text: templates[i % 4]!.replace(/\{\}/g, pick), vector: nextVector() };
+      return { kind, text: Array.from({ length: 2 + Math.floor(queryRandom() * 2) }, pick).join(' '), vector: nextVector() };
+    });
     const tiers = [];
     for (const tier of TIERS(backend)) {
       await fillUp([target], tier - (tiers.at(-1)?.chunks ?? 0));
       // Measured once the builds the writes started are done, as a server is a little later.
-      const waitStarted = performance.now();
-      await Promise.all(upkeep.splice(0));
-      fill.upkeepWaitMs += performance.now() - waitStarted;
+      fill.upkeepWaitMs += await timed(() => Promise.all(upkeep.splice(0)));
       // As autovacuum soon after a bulk load (the planner needs it to pick indexes); the WAL written now, not mid-queries.
       for (const statement of MAINTENANCE) await db.execute(sql.raw(statement));
       // mode -> kind (all, keyword, question, common) -> [latency ms, results] of each measured query.
@@ -284,12 +260,10 @@ async function measureRetrieval(backend: Backend) {
       // The mean share of the exact cosine top 6 that the approximate (IVFFlat) search returns.
       let recalled = 0;
       for (const { vector } of index.vectors ? queries.slice(0, 30) : []) {
-        const exact = new Set((await vectorHits(db, target, vector, LIMIT, { exactUpTo: Infinity })).map((hit) => hit.id));
-        const approximate = await vectorHits(db, target, vector, LIMIT, { exactUpTo: 0 });
-        recalled += approximate.filter((hit) => exact.has(hit.id)).length / LIMIT;
+        const [exact, approx] = await Promise.all([Infinity, 0].map((exactUpTo) => vectorHits(db, target, vector, LIMIT, { exactUpTo })));
+        recalled += approx!.filter((hit) => exact!.some(({ id }) => id === hit.id)).length / LIMIT;
       }
       tiers.push({ chunks: tier, total: fill.chunks, latency, vectorRecall: index.vectors ? recalled / 30 : null });
-      log(`retrieval ${backend}: ${tier} chunks measured, ${fill.chunks} written at ${f(fill.chunks / (fill.writeMs / 1000), 0)} chunks/s`);
     }
     return { backend, vectors: index.vectors as boolean, fill: { ...fill, chunksPerSec: fill.chunks / (fill.writeMs / 1000) }, tiers };
   } finally {
@@ -312,12 +286,28 @@ runBench('bench:documents', envNumber('BENCH_MAX_RUN_SEC', 3600, 60) * 1000, asy
         await writeFile(join(dir, name), data);
         files.push({ id, name, mimeType, path: join(dir, name), bytes: data.byteLength });
       }
-      const results = [];
+      const cases = files.flatMap((file) => BACKENDS.flatMap((backend) => MODES.map((mode) => [file, backend, mode] as const)));
+      const results: Awaited<ReturnType<typeof measureIngest>>[] = [];
       for (let run = 1; run <= RUNS; run++) {
-        const cases = files.flatMap((file) => BACKENDS.flatMap((backend) => MODES.map((mode) => [file, backend, mode] as const)));
         for (const [file, backend, mode] of cases) results.push(await measureIngest(file, backend, mode, run));
       }
-      sections.push(formatIngest((out.ingest = results), files));
+      out.ingest = results;
+      const columns: [string, (r: (typeof results)[number]) => string][] = [
+        ['chunks', (r) => (r.status === 'ready' ? String(r.chunkCount) : r.status)],
+        ['upload + processing s', (r) => `${f(r.uploadMs / 1000)} + ${f(r.processMs / 1000)}`],
+        ['idle loop p99 ms', (r) => f(r.idle.p99)], ['loop p50 ms', (r) => f(r.loop.p50)],
+        ['loop p99 ms', (r) => f(r.loop.p99)], ['loop max ms', (r) => f(r.loop.max, 0)],
+        ['stalls > 20 ms: count (time)', (r) => `${r.loop.stallCount} (${f(r.loop.stalledMs / 1000)} s)`],
+        ['GET /healthz p50, p99, max ms', (r) => (r.healthz ? `${f(r.healthz.p50)}, ${f(r.healthz.p99)}, ${f(r.healthz.max, 0)}` : '-')],
+        ['longest stalls ms', (r) => r.loop.stalls.slice(0, 3).map(([, ms]) => ms).join(',') || '-'],
+      ];
+      // One row per file, backend and mode; each cell joins its runs as `a / b`.
+      const rows = cases.map(([file, backend, mode]) => {
+        const runs = results.filter((r) => r.file === file.id && r.backend === backend && r.mode === mode);
+        return [`${file.id} ${(file.bytes / MB).toFixed(1)} MiB`, backend, mode, ...columns.map(([, cell]) => runs.map(cell).join(' / '))];
+      });
+      sections.push(`### (b) Ingestion end to end: main-thread event-loop delay (goal p99 < 20 ms)\n\n${markdownTable(
+        ['file', 'backend', 'mode', ...columns.map(([name]) => name)], rows)}`);
     } finally {
       await rm(dir, { recursive: true, force: true });
     }
@@ -325,46 +315,20 @@ runBench('bench:documents', envNumber('BENCH_MAX_RUN_SEC', 3600, 60) * 1000, asy
   if (PARTS.includes('retrieval')) {
     const results = [];
     for (const backend of BACKENDS) results.push(await measureRetrieval(backend));
-    sections.push(formatRetrieval((out.retrieval = results)));
+    out.retrieval = results;
+    const pair = (s: Summary | undefined) => (s ? `${f(s.p50, 2)} / ${f(s.p99, 2)}` : '-');
+    const rows = results.flatMap((r) => r.tiers.flatMap((tier) => Object.entries(tier.latency).map(([mode, { all, ...kinds }]) => [
+      r.backend, tier.chunks, tier.total, mode, pair(all), f(all?.max, 1), pair(kinds.keyword), pair(kinds.question), pair(kinds.common),
+      all?.minResults ?? '-', mode === 'hybrid' ? f(tier.vectorRecall, 3) : ''])));
+    const fills = results.map((r) => `${r.backend}: ${r.fill.chunks} chunks written in ${f(r.fill.writeMs / 1000, 0)} s ` +
+      `(${f(r.fill.chunksPerSec, 0)} chunks/s, vectors ${r.vectors}; then ${f(r.fill.upkeepWaitMs / 1000, 1)} s waiting for index builds)`);
+    const header = ['backend', 'chunks (character)', 'chunks (index)', 'mode', 'p50 / p99 ms', 'max ms', 'keyword p50 / p99',
+      'question p50 / p99', 'common-word p50 / p99', 'fewest results', 'vector recall@6'];
+    sections.push(`### (c) Retrieval: DocumentIndex.search, top 6, one character in a shared index, ${RATE} queries/s (goal p99 <= 5 ms ` +
+      `PostgreSQL, <= 20 ms PGlite)\n\n${markdownTable(header, rows)}\n\nFill (replaceChunks: chunk rows, document_terms chunk sets, ` +
+      `the IVFFlat vector index and its retraining): ${fills.join('; ')}.`);
   }
   const changes = git.dirtySrc.length ? ` with uncommitted changes in ${git.dirtySrc.length} src/ file(s)` : '';
   const markdown = `${sections.join('\n\n')}\n\nTroupe at ${git.head}${changes}.`;
-  const paths = await writeResults('documents', stamp, out, markdown);
-  process.stdout.write(`\n${markdown}\n\nRaw results: ${paths.json}\n`);
+  process.stdout.write(`\n${markdown}\n\nRaw results: ${(await writeResults('documents', stamp, out, markdown)).json}\n`);
 });
-
-const f = (v: number | null | undefined, digits = 1) => fixed(v, digits, 'n/a');
-
-function formatIngest(results: Awaited<ReturnType<typeof measureIngest>>[], files: StagedFile[]): string {
-  const columns: [string, (r: (typeof results)[number]) => string][] = [
-    ['chunks', (r) => (r.status === 'ready' ? String(r.chunkCount) : r.status)],
-    ['upload + processing s', (r) => `${f(r.uploadMs / 1000)} + ${f(r.processMs / 1000)}`],
-    ['idle loop p99 ms', (r) => f(r.idle.p99)], ['loop p50 ms', (r) => f(r.loop.p50)],
-    ['loop p99 ms', (r) => f(r.loop.p99)], ['loop max ms', (r) => f(r.loop.max, 0)],
-    ['stalls > 20 ms: count (time)', (r) => `${r.loop.stallCount} (${f(r.loop.stalledMs / 1000)} s)`],
-    ['GET /healthz p50, p99, max ms', (r) => (r.healthz ? `${f(r.healthz.p50)}, ${f(r.healthz.p99)}, ${f(r.healthz.max, 0)}` : '-')],
-    ['longest stalls ms', (r) => r.loop.stalls.slice(0, 3).map(([, ms]) => ms).join(',') || '-'],
-  ];
-  // One row per file, backend and mode, in first-seen order; each cell joins its runs as `a / b`.
-  const rows = [...Map.groupBy(results, (r) => `${r.file}|${r.backend}|${r.mode}`).values()].map((runs) => {
-    const { file, backend, mode } = runs[0]!;
-    const size = files.find((staged) => staged.id === file)!.bytes / MB;
-    return [`${file} ${size.toFixed(1)} MiB`, backend, mode, ...columns.map(([, cell]) => runs.map(cell).join(' / '))];
-  });
-  return '### (b) Ingestion end to end: main-thread event-loop delay (goal p99 < 20 ms)\n\n' +
-    markdownTable(['file', 'backend', 'mode', ...columns.map(([name]) => name)], rows);
-}
-
-function formatRetrieval(results: Awaited<ReturnType<typeof measureRetrieval>>[]): string {
-  const pair = (s: Summary | undefined) => (s ? `${f(s.p50, 2)} / ${f(s.p99, 2)}` : '-');
-  const rows = results.flatMap((r) => r.tiers.flatMap((tier) => Object.entries(tier.latency).map(([mode, { all, ...kinds }]) => [
-    r.backend, tier.chunks, tier.total, mode, pair(all), f(all?.max, 1), pair(kinds.keyword), pair(kinds.question), pair(kinds.common),
-    all?.minResults ?? '-', mode === 'hybrid' ? f(tier.vectorRecall, 3) : ''])));
-  const fills = results.map((r) => `${r.backend}: ${r.fill.chunks} chunks written in ${f(r.fill.writeMs / 1000, 0)} s ` +
-    `(${f(r.fill.chunksPerSec, 0)} chunks/s, vectors ${r.vectors}; then ${f(r.fill.upkeepWaitMs / 1000, 1)} s waiting for index builds)`);
-  const header = ['backend', 'chunks (character)', 'chunks (index)', 'mode', 'p50 / p99 ms', 'max ms', 'keyword p50 / p99',
-    'question p50 / p99', 'common-word p50 / p99', 'fewest results', 'vector recall@6'];
-  return `### (c) Retrieval: DocumentIndex.search, top 6, one character in a shared index, ${RATE} queries/s (goal p99 <= 5 ms ` +
-    `PostgreSQL, <= 20 ms PGlite)\n\n${markdownTable(header, rows)}\n\nFill (replaceChunks: chunk rows, document_terms chunk sets, ` +
-    `the IVFFlat vector index and its retraining): ${fills.join('; ')}.`;
-}
