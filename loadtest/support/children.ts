@@ -1,7 +1,4 @@
-/**
- * A benchmark's child processes and its run: piped output always drained (a chatty child never
- * blocks), readiness awaited, every child killed however the benchmark ends.
- */
+/** Child processes (output always drained, every one killed however the benchmark ends) and `runBench` around each benchmark. */
 import { execFile, spawn, type ChildProcess } from 'node:child_process';
 import { createServer, type AddressInfo } from 'node:net';
 import { cpus } from 'node:os';
@@ -33,16 +30,13 @@ export function childEnv(settings: Record<string, string>): NodeJS.ProcessEnv {
 }
 
 const live = new Set<ChildProcess>();
-let handlersInstalled = false;
-
 function killAllChildren(): void {
   for (const child of live) child.kill('SIGKILL');
   live.clear();
 }
 
 function installCleanupHandlers(): void {
-  if (handlersInstalled) return;
-  handlersInstalled = true;
+  if (process.listeners('exit').includes(killAllChildren)) return;
   process.on('exit', killAllChildren);
   for (const signal of ['SIGINT', 'SIGTERM', 'SIGHUP'] as const) {
     process.on(signal, () => {
@@ -100,45 +94,44 @@ export const parseJson = (line: string): Record<string, unknown> | null => {
   return typeof value === 'object' && value !== null ? (value as Record<string, unknown>) : null;
 };
 
-const failure = (tracked: Tracked, why: string) => {
-  tracked.child.kill('SIGKILL');
-  return new Error(`${tracked.name}: ${why}\n--- last output ---\n${tracked.tail()}`);
-};
-
-/** Waits for the JSON stdout line `{"msg":<readyMsg>,"port":N,...}`. */
-export function launch(options: SpawnOptions & { readyMsg: string; readyTimeoutMs?: number }): Promise<Launched> {
+type LaunchOptions = SpawnOptions & { readyTimeoutMs?: number } & ({ readyMsg: string } | { port: number; healthPath?: string });
+/**
+ * Ready on the JSON stdout line `{"msg":<readyMsg>,"port":N,...}`; or, for a child that does not log its port (Troupe below
+ * LOG_LEVEL=info, Portkey), on a 200 from `healthPath` (/healthz) on `port`, chosen first.
+ */
+export async function launch(options: LaunchOptions): Promise<Launched> {
   const timeoutMs = options.readyTimeoutMs ?? 30_000;
-  return new Promise<Launched>((resolve, reject) => {
-    let ready = false;
-    const onLine = (line: string) => {
-      const info = ready || !line.includes(options.readyMsg) ? null : parseJson(line);
-      if (info?.msg !== options.readyMsg || typeof info.port !== 'number') return;
-      ready = true;
-      clearTimeout(timer);
-      resolve({ ...tracked, port: info.port, readyInfo: info });
-    };
-    const tracked = spawnTracked({ ...options, onLine });
-    const fail = (why: string) => !ready && ((ready = true), reject(failure(tracked, why)));
-    const timer = setTimeout(() => fail(`no "${options.readyMsg}" line within ${timeoutMs} ms`), timeoutMs);
-    void tracked.exited.then((e) => fail(`exited before it was ready (code ${e.code}, signal ${e.signal})`));
-  });
-}
-
-/** For a child that does not log its port (Troupe below LOG_LEVEL=info, Portkey): `port` chosen first, `healthPath` polled. */
-export async function launchPolled(options: SpawnOptions & { port: number; readyTimeoutMs: number; healthPath?: string }) {
-  const tracked = spawnTracked(options);
-  const url = `http://127.0.0.1:${options.port}${options.healthPath ?? '/healthz'}`;
-  const deadline = Date.now() + options.readyTimeoutMs;
-  while (tracked.exitInfo() === null && Date.now() < deadline) {
-    const res = await fetch(url, { signal: AbortSignal.timeout(2_000) }).catch(() => null);
-    await res?.arrayBuffer();
-    // uWebSockets.js names itself in a response header; node:http does not.
-    const engine = res?.headers.has('uwebsockets') ? 'uws' : 'node';
-    if (res?.status === 200) return { ...tracked, port: options.port, readyInfo: { engine, port: options.port } };
-    await delay(100);
+  const msg = 'readyMsg' in options ? options.readyMsg : null;
+  const ready = Promise.withResolvers<Record<string, unknown>>();
+  const onLine = (line: string) => {
+    const info = msg !== null && line.includes(msg) ? parseJson(line) : null;
+    if (info?.msg === msg && typeof info.port === 'number') ready.resolve(info);
+  };
+  const tracked = spawnTracked({ ...options, onLine: msg === null ? undefined : onLine });
+  const timer = setTimeout(() => ready.reject(new Error(`not ready within ${timeoutMs} ms`)), timeoutMs);
+  void tracked.exited.then((e) => ready.reject(new Error(`exited before it was ready (code ${e.code}, signal ${e.signal})`)));
+  let waiting = true;
+  const poll = async (port: number, url: string) => {
+    for (; waiting; await delay(100)) {
+      const res = await fetch(url, { signal: AbortSignal.timeout(2_000) }).catch(() => null);
+      await res?.arrayBuffer();
+      // uWebSockets.js names itself in a response header; node:http does not.
+      if (res?.status === 200) return ready.resolve({ engine: res.headers.has('uwebsockets') ? 'uws' : 'node', port });
+    }
+  };
+  if (!('readyMsg' in options)) void poll(options.port, `http://127.0.0.1:${options.port}${options.healthPath ?? '/healthz'}`);
+  try {
+    const info = await ready.promise;
+    return { ...tracked, port: info.port as number, readyInfo: info };
+  } catch (err) {
+    tracked.child.kill('SIGKILL');
+    throw new Error(`${tracked.name}: ${(err as Error).message}\n--- last output ---\n${tracked.tail()}`);
+  } finally {
+    waiting = false;
+    clearTimeout(timer);
   }
-  throw failure(tracked, tracked.exitInfo() ? 'exited before it answered' : `no 200 from ${url}`);
 }
+export const launchPolled = (options: SpawnOptions & { port: number; readyTimeoutMs: number; healthPath?: string }) => launch(options);
 
 export async function freePort(): Promise<number> {
   const server = createServer();

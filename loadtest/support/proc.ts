@@ -1,7 +1,4 @@
-/**
- * Linux /proc readers: CPU time (who was busy during a run: the server, the load generator or
- * something else on the machine), memory and file limits; null where /proc cannot be read.
- */
+/** Linux /proc readers (who was busy during a run: the server, the load generator or the rest); null where /proc cannot be read. */
 import { readdirSync, readFileSync } from 'node:fs';
 import { performance } from 'node:perf_hooks';
 import { attempt } from './children.ts';
