@@ -28,13 +28,11 @@ export function childEnv(settings: Record<string, string>): NodeJS.ProcessEnv {
   for (const name of ['PATH', 'HOME', 'TMPDIR', 'LANG']) if (process.env[name] !== undefined) env[name] = process.env[name];
   return Object.assign(env, settings);
 }
-
 const live = new Set<ChildProcess>();
 function killAllChildren(): void {
   for (const child of live) child.kill('SIGKILL');
   live.clear();
 }
-
 function installCleanupHandlers(): void {
   if (process.listeners('exit').includes(killAllChildren)) return;
   process.on('exit', killAllChildren);
@@ -46,7 +44,6 @@ function installCleanupHandlers(): void {
     });
   }
 }
-
 export function spawnTracked(options: SpawnOptions) {
   installCleanupHandlers();
   const stdio: ('pipe' | 'ignore')[] = [options.stdin ?? 'ignore', 'pipe', 'pipe'];
@@ -79,7 +76,6 @@ export function spawnTracked(options: SpawnOptions) {
   const [tail, output, exitInfo] = [() => state.tail, () => state.all, (): ExitInfo | null => state.exit];
   return { name: options.name, child, pid: child.pid ?? -1, exited, exitInfo, tail, output, stop };
 }
-
 /** `read()`, or null when it throws (a file that is gone, text that is not JSON). */
 export function attempt<T>(read: () => T): T | null {
   try {
@@ -88,12 +84,10 @@ export function attempt<T>(read: () => T): T | null {
     return null;
   }
 }
-
 export const parseJson = (line: string): Record<string, unknown> | null => {
   const value = attempt<unknown>(() => JSON.parse(line));
   return typeof value === 'object' && value !== null ? (value as Record<string, unknown>) : null;
 };
-
 type LaunchOptions = SpawnOptions & { readyTimeoutMs?: number } & ({ readyMsg: string } | { port: number; healthPath?: string });
 /**
  * Ready on the JSON stdout line `{"msg":<readyMsg>,"port":N,...}`; or, for a child that does not log its port (Troupe below
@@ -132,7 +126,6 @@ export async function launch(options: LaunchOptions): Promise<Launched> {
   }
 }
 export const launchPolled = (options: SpawnOptions & { port: number; readyTimeoutMs: number; healthPath?: string }) => launch(options);
-
 export async function freePort(): Promise<number> {
   const server = createServer();
   await new Promise<void>((resolve, reject) => server.once('error', reject).listen(0, '127.0.0.1', resolve));
@@ -140,13 +133,11 @@ export async function freePort(): Promise<number> {
   await new Promise((resolve) => server.close(resolve));
   return port;
 }
-
 /** `command args...` with `ulimit -n` raised first (else the hard limit); `exec` keeps the pid. */
 export function withFileLimit(limit: number, command: string, args: readonly string[]): { command: string; args: string[] } {
   const script = `ulimit -n ${Math.floor(limit)} 2>/dev/null || ulimit -n "$(ulimit -Hn)" 2>/dev/null; exec "$0" "$@"`;
   return { command: 'bash', args: ['-c', script, command, ...args] };
 }
-
 export type Run = { started: number; stamp: string; log: Log };
 /** Runs `main` on Node >= 24; after `budgetMs` kills every child and exits with 2; on failure exits with 1 and the stack. */
 export function runBench(name: string, budgetMs: number, main: (run: Run) => Promise<void>): void {
@@ -168,7 +159,6 @@ export function runBench(name: string, budgetMs: number, main: (run: Run) => Pro
     },
   );
 }
-
 /** Which Troupe was measured: HEAD and the files of src/ that differ from it (others edit it too). */
 export async function gitState(): Promise<{ head: string; dirtySrc: string[] }> {
   const git = (args: string[]) => execFileAsync('git', args, { cwd: ROOT, timeout: 10_000 }).then((r) => r.stdout, () => '');
@@ -176,6 +166,5 @@ export async function gitState(): Promise<{ head: string; dirtySrc: string[] }> 
   const status = await git(['status', '--porcelain', '--', 'src']);
   return { head, dirtySrc: status.split('\n').map((l) => l.slice(3).trim()).filter(Boolean) };
 }
-
 export const machine = (): { node: string; cpus: number; cpuModel: string } =>
   ({ node: process.version, cpus: cpus().length, cpuModel: cpus()[0]?.model ?? 'unknown' });

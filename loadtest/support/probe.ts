@@ -22,13 +22,11 @@ export class LoopMonitor {
     if (now - this.#last - 5 > 20) this.#stalls.push([Math.round(this.#last - this.#started), Math.round(now - this.#last - 5)]);
     this.#last = now;
   }, 5).unref();
-
   constructor(resolutionMs: number) {
     this.resolutionMs = resolutionMs;
     this.#histogram = monitorEventLoopDelay({ resolution: resolutionMs });
     this.#histogram.enable();
   }
-
   /** The window so far (ms; the 20 longest stalls first), and a new one starts. */
   window() {
     const h = this.#histogram;
@@ -44,13 +42,11 @@ export class LoopMonitor {
     this.#last = this.#started = performance.now();
     return report;
   }
-
   stop(): void {
     this.#histogram.disable();
     clearInterval(this.#tick);
   }
 }
-
 const file = process.env.BENCH_PROBE_FILE;
 if (file) {
   let seq = 0;

@@ -15,7 +15,6 @@ const moduleKey = (f: CallFrame) => {
   const pkg = /node_modules\/((?:@[^/]+\/)?[^/]+)/.exec(f.url)?.[1];
   return f.url ? (pkg ? `pkg:${pkg}` : shortUrl(f.url)) : f.functionName || '(native)';
 };
-
 /**
  * The top frames of the newest main-thread profile in `dir` (`CPU.<date>.<time>.<pid>.<thread 0>.<seq>.cpuprofile`), or null;
  * `window` in CLOCK_MONOTONIC µs (the profile's clock), the whole profile if no sample falls in it. Percentages are of the busy

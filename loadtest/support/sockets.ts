@@ -4,11 +4,9 @@ import { WebSocket } from 'ws';
 /** A conversation's WebSocket URL on Troupe at `base`. */
 export const wsUrl = (base: string, conversationId: string, token: string | null): string =>
   `${base.replace(/^http/, 'ws')}/conversations/${conversationId}/ws?token=${encodeURIComponent(token ?? '')}`;
-
 type SocketOptions = {
   timeoutMs: number; localAddress?: string; onMessage?: (data: Buffer, atMicros: number) => void; onClose?: (code: number) => void;
 };
-
 /**
  * Resolves once the socket's first message, `ready`, arrived; then every message goes to onMessage with its
  * CLOCK_MONOTONIC µs arrival. Fails with an error whose `kind` counts failures alike (ECONNRESET, http_503, closed_1006...).

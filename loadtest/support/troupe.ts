@@ -10,7 +10,6 @@ import { childEnv, delay, execFileAsync, freePort, launch, ROOT, withFileLimit }
 import type { Launched, Log } from './children.ts';
 
 export type Engine = 'node' | 'uws';
-
 /**
  * engine: HTTP_ENGINE (unset: auto, not checked); settings: more of Troupe's variables, the only other ones it gets; probe:
  * preload probe.ts (`gc` adds --expose-gc); fdLimit: raise `ulimit -n` first; key null: none, as a fresh install; cwd: another checkout.
@@ -20,15 +19,12 @@ export type TroupeOptions = {
   cpuProfDir?: string | null; probe?: { gc?: boolean; loopResolutionMs?: number }; fdLimit?: number; key?: string | null; name?: string;
   cwd?: string; keepOutput?: boolean; onSpawn?: (pid: number) => void; readyTimeoutMs?: number;
 };
-
 type Api = { base: string; auth: string };
 /** probe(): SIGUSR2 to the probe: a full GC when exposed, memory figures, GC pauses and loop delay since the last call. */
 export type Troupe = Api & {
   child: Launched; key: string | null; probe(timeoutMs?: number): Promise<Record<string, unknown>>; stop(graceMs?: number): Promise<string>;
 };
-
 export const newBootstrapKey = (): string => `sk-troupe-bench${randomBytes(12).toString('base64url')}`;
-
 export async function startTroupe(options: TroupeOptions): Promise<Troupe> {
   const { upstream, probe, settings, logLevel = 'info', name = `troupe-${options.engine ?? 'auto'}` } = options;
   const key = options.key === undefined ? newBootstrapKey() : options.key;
@@ -79,7 +75,6 @@ export async function startTroupe(options: TroupeOptions): Promise<Troupe> {
     },
   };
 }
-
 type Store = { env: Record<string, string>; dispose: () => Promise<void>; url?: string; dir?: string };
 /** An empty store (a temporary PostgreSQL database or PGlite folder): Troupe's setting for it and how to remove it. */
 export async function freshStore(backend: 'postgres' | 'pglite', databaseUrl: string): Promise<Store> {
@@ -90,11 +85,9 @@ export async function freshStore(backend: 'postgres' | 'pglite', databaseUrl: st
   const dir = await mkdtemp(join(tmpdir(), 'troupe-bench-store-'));
   return { env: { TROUPE_DATA_DIR: dir }, dir, dispose: () => rm(dir, { recursive: true, force: true }) };
 }
-
 /** Colyseus' process id in Troupe's output (its `actor system ready` line, logged at LOG_LEVEL info). */
 export const colyseusProcessId = (output: string): string | null =>
   /"processId":"([^"]+)"[^\n]*"msg":"actor system ready"/.exec(output)?.[1] ?? null;
-
 /** Which Colyseus process runs each room (conversation) by Redis' room cache. */
 export async function roomPlacement(redisUrl: string): Promise<Map<string, string>> {
   const redis = new Redis(redisUrl, { lazyConnect: true, maxRetriesPerRequest: 1 });
@@ -106,7 +99,6 @@ export async function roomPlacement(redisUrl: string): Promise<Map<string, strin
     redis.disconnect();
   }
 }
-
 export async function callJson<T = unknown>(api: Api, method: string, path: string, body: unknown, expected: number): Promise<T> {
   const headers = { authorization: api.auth, 'content-type': 'application/json' };
   const json = body === undefined ? undefined : JSON.stringify(body);
@@ -115,7 +107,6 @@ export async function callJson<T = unknown>(api: Api, method: string, path: stri
   if (res.status !== expected) throw new Error(`${method} ${path}: expected ${expected}, got ${res.status}: ${text.slice(0, 300)}`);
   return (text ? JSON.parse(text) : null) as T;
 }
-
 const DESCRIPTION = 'A gruff harbour master who hates pirates, used by the load tests.';
 /** `description` '' sends none. */
 export async function createCharacter(api: Api, name = 'Bench', description = DESCRIPTION): Promise<string> {
@@ -123,13 +114,10 @@ export async function createCharacter(api: Api, name = 'Bench', description = DE
   if (typeof created.id !== 'string') throw new Error('POST /characters returned no id');
   return created.id;
 }
-
 export const createConversation = async (api: Api, characterId: string): Promise<string> =>
   (await callJson<{ id: string }>(api, 'POST', '/conversations', { characterId }, 201)).id;
-
 export const postMessage = (api: Api, conversationId: string, content: string): Promise<unknown> =>
   callJson(api, 'POST', `/conversations/${conversationId}/messages`, { content }, 200);
-
 /** A Node binary that can load uWebSockets.js: $UWS_NODE, else the last line `bash .ci/uws-node.sh` prints (it may build one). */
 export async function uwsEngineNode(wanted: boolean, log: Log): Promise<{ path: string | null; note: string }> {
   if (!wanted) return { path: null, note: 'not requested' };
