@@ -38,8 +38,8 @@ function installCleanupHandlers(): void {
   process.on('exit', killAllChildren);
   for (const signal of ['SIGINT', 'SIGTERM', 'SIGHUP'] as const) {
     process.on(signal, () => {
+      // process.exit runs the 'exit' handler, which kills them.
       process.stderr.write(`\nreceived ${signal}: killing ${live.size} child process(es)\n`);
-      killAllChildren();
       process.exit(130);
     });
   }
@@ -89,10 +89,8 @@ export const parseJson = (line: string): Record<string, unknown> | null => {
   return typeof value === 'object' && value !== null ? (value as Record<string, unknown>) : null;
 };
 type LaunchOptions = SpawnOptions & { readyTimeoutMs?: number } & ({ readyMsg: string } | { port: number; healthPath?: string });
-/**
- * Ready on the JSON stdout line `{"msg":<readyMsg>,"port":N,...}`; or, for a child that does not log its port (Troupe below
- * LOG_LEVEL=info, Portkey), on a 200 from `healthPath` (/healthz) on `port`, chosen first.
- */
+/** Ready on the JSON stdout line `{"msg":<readyMsg>,"port":N,...}`; or, for a child that does not log its port (Troupe below
+ * LOG_LEVEL=info, Portkey), on a 200 from `healthPath` (/healthz) on `port`, chosen first. */
 export async function launch(options: LaunchOptions): Promise<Launched> {
   const timeoutMs = options.readyTimeoutMs ?? 30_000;
   const msg = 'readyMsg' in options ? options.readyMsg : null;
@@ -146,7 +144,6 @@ export function runBench(name: string, budgetMs: number, main: (run: Run) => Pro
   installCleanupHandlers();
   const deadline = setTimeout(() => {
     log(`overall time budget of ${Math.round(budgetMs / 1000)} s exceeded: killing children`);
-    killAllChildren();
     process.exit(2);
   }, budgetMs).unref();
   const run = { started: Date.now(), stamp: new Date().toISOString().replace(/[:.]/g, '-'), log };
@@ -154,7 +151,6 @@ export function runBench(name: string, budgetMs: number, main: (run: Run) => Pro
     () => (clearTimeout(deadline), process.exit(process.exitCode ?? 0)),
     (err: unknown) => {
       log(`failed: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}`);
-      killAllChildren();
       process.exit(1);
     },
   );
@@ -162,9 +158,8 @@ export function runBench(name: string, budgetMs: number, main: (run: Run) => Pro
 /** Which Troupe was measured: HEAD and the files of src/ that differ from it (others edit it too). */
 export async function gitState(): Promise<{ head: string; dirtySrc: string[] }> {
   const git = (args: string[]) => execFileAsync('git', args, { cwd: ROOT, timeout: 10_000 }).then((r) => r.stdout, () => '');
-  const head = (await git(['rev-parse', '--short', 'HEAD'])).trim() || 'unknown';
-  const status = await git(['status', '--porcelain', '--', 'src']);
-  return { head, dirtySrc: status.split('\n').map((l) => l.slice(3).trim()).filter(Boolean) };
+  const [head, status] = await Promise.all([git(['rev-parse', '--short', 'HEAD']), git(['status', '--porcelain', '--', 'src'])]);
+  return { head: head.trim() || 'unknown', dirtySrc: status.split('\n').map((l) => l.slice(3).trim()).filter(Boolean) };
 }
 export const machine = (): { node: string; cpus: number; cpuModel: string } =>
   ({ node: process.version, cpus: cpus().length, cpuModel: cpus()[0]?.model ?? 'unknown' });

@@ -1,7 +1,5 @@
-/**
- * The open-loop HTTP load generator: request i starts at t0 + i / (rate * targets) whatever became of the earlier ones (no
- * coordinated omission), the targets interleaved so all live through the same moments of a shared machine; autocannon's closed loop.
- */
+/** The open-loop HTTP load generator: request i starts at t0 + i / (rate * targets) whatever became of the earlier ones (no
+ * coordinated omission), the targets interleaved so all live through the same moments of a shared machine; autocannon's closed loop. */
 import { Agent, request as httpRequest } from 'node:http';
 import { performance } from 'node:perf_hooks';
 import autocannon from 'autocannon';
@@ -42,8 +40,7 @@ function send(target: HttpTarget, agent: Agent | undefined, timeoutMs: number, d
   const none = Buffer.alloc(0);
   const fail = (kind: string, detail: string) => settle(kind, detail, 0, none);
   const headers = target.body ? { ...target.headers, 'content-length': String(target.body.byteLength) } : target.headers;
-  const { port, method, path } = target;
-  const req = httpRequest({ host: '127.0.0.1', port, method, path, headers, agent }, (res) => {
+  const req = httpRequest({ host: '127.0.0.1', port: target.port, method: target.method, path: target.path, headers, agent }, (res) => {
     const status = res.statusCode ?? 0;
     const isStream = String(res.headers['content-type'] ?? '').startsWith('text/event-stream');
     const wrong = status < 200 || status > 299 || isStream !== (target.stream === true);
@@ -77,10 +74,8 @@ export function requestOnce(target: HttpTarget): Promise<{ failure: string | nul
   return new Promise((resolve) =>
     send(target, undefined, 15_000, (failure, detail, _first, body) => resolve({ failure, detail, body, ms: performance.now() - start })));
 }
-/**
- * rate: req/s to each target; watch: processes whose CPU use is recorded over the measured window; onWindow: called when
- * that window opens and when its last request has ended. A keep-alive Agent per target: the least client CPU per request.
- */
+/** rate: req/s to each target; watch: processes whose CPU use is recorded over the measured window; onWindow: called when
+ * that window opens and when its last request has ended. A keep-alive Agent per target: the least client CPU per request. */
 export async function runLoad(targets: readonly HttpTarget[], options: {
   rate: number; warmupSec: number; durationSec: number; watch?: readonly WatchedProcess[]; onWindow?: (edge: 'start' | 'end') => void;
 }): Promise<TargetRun[]> {
@@ -100,7 +95,7 @@ export async function runLoad(targets: readonly HttpTarget[], options: {
   const finished = Promise.withResolvers<void>();
   const fire = (index: number, scheduled: number) => {
     const slot = slots[index % n]!;
-    const run = slot.run;
+    const { run } = slot;
     const measured = index >= warmupCount;
     if (index === warmupCount) {
       options.onWindow?.('start');
@@ -162,10 +157,8 @@ export function saturate(options: { url: string; connections: number; durationSe
     const stopTimer = setTimeout(() => instance.stop(), (options.durationSec + 10) * 1000);
   });
 }
-/**
- * POST /perform and, as `direct`, the very request Troupe sent the upstream for it (the upstream
- * keeps the last one) replayed, both pre-flighted; `expected` is the exact body /perform must answer.
- */
+/** POST /perform and, as `direct`, the very request Troupe sent the upstream for it (the upstream
+ * keeps the last one) replayed, both pre-flighted; `expected` is the exact body /perform must answer. */
 export async function performTargets(troupe: Troupe, characterId: string, line: string, upstreamPort: number, expected?: Buffer) {
   const perform: HttpTarget = {
     label: 'perform', port: troupe.child.port, method: 'POST', path: '/perform',

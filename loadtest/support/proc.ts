@@ -20,11 +20,8 @@ function systemBusySeconds(): number | null {
   const busy = [0, 1, 2, 5, 6, 7].reduce((sum, i) => sum + Number(v[i] ?? 0), 0);
   return label === 'cpu' && Number.isFinite(busy) ? busy / HZ : null;
 }
-/**
- * CPU use over one window, in % of one core (200% = both cores of a 2-core machine). bench: this
- * process, the load generator; benchEventLoop: its event-loop utilisation, 0..1 (near 1: the
- * generator itself is saturated); other: the rest of the machine, kernel loopback work included.
- */
+/** CPU use over one window, in % of one core. bench: this process, the load generator; benchEventLoop: its event-loop utilisation,
+ * 0..1 (near 1: the generator itself is saturated); other: the rest of the machine, kernel loopback work included. */
 export type CpuWindow = {
   children: Record<string, number | null>; bench: number; benchEventLoop: number; other: number | null; machine: number | null;
 };

@@ -15,11 +15,9 @@ const moduleKey = (f: CallFrame) => {
   const pkg = /node_modules\/((?:@[^/]+\/)?[^/]+)/.exec(f.url)?.[1];
   return f.url ? (pkg ? `pkg:${pkg}` : shortUrl(f.url)) : f.functionName || '(native)';
 };
-/**
- * The top frames of the newest main-thread profile in `dir` (`CPU.<date>.<time>.<pid>.<thread 0>.<seq>.cpuprofile`), or null;
+/** The top frames of the newest main-thread profile in `dir` (`CPU.<date>.<time>.<pid>.<thread 0>.<seq>.cpuprofile`), or null;
  * `window` in CLOCK_MONOTONIC µs (the profile's clock), the whole profile if no sample falls in it. Percentages are of the busy
- * samples (all but "(idle)"): Troupe idles while others are measured.
- */
+ * samples (all but "(idle)"): Troupe idles while others are measured. */
 export async function profileText(dir: string, window: { start: number; end: number } | null, label: string): Promise<string | null> {
   const name = (await readdir(dir).catch(() => [] as string[])).filter((n) => /\.\d+\.0\.\d+\.cpuprofile$/.test(n)).sort().at(-1);
   if (name === undefined) return null;

@@ -10,10 +10,8 @@ import { childEnv, delay, execFileAsync, freePort, launch, ROOT, withFileLimit }
 import type { Launched, Log } from './children.ts';
 
 export type Engine = 'node' | 'uws';
-/**
- * engine: HTTP_ENGINE (unset: auto, not checked); settings: more of Troupe's variables, the only other ones it gets; probe:
- * preload probe.ts (`gc` adds --expose-gc); fdLimit: raise `ulimit -n` first; key null: none, as a fresh install; cwd: another checkout.
- */
+/** engine: HTTP_ENGINE (unset: auto, not checked); settings: more of Troupe's variables, the only other ones it gets; probe:
+ * preload probe.ts (`gc` adds --expose-gc); fdLimit: raise `ulimit -n` first; key null: none, as a fresh install; cwd: another checkout. */
 export type TroupeOptions = {
   engine?: Engine; nodeBinary?: string; logLevel?: string; upstream?: { url: string; model: string }; settings?: Record<string, string>;
   cpuProfDir?: string | null; probe?: { gc?: boolean; loopResolutionMs?: number }; fdLimit?: number; key?: string | null; name?: string;

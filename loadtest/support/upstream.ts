@@ -1,8 +1,5 @@
-/**
- * The benchmarks' small servers, each a `node upstream.ts <kind>` child so its work stays off the load generator's loop: the one
- * fake OpenAI-compatible upstream (a stamped, echo or fixed reply, by BENCH_* settings read in upstream() below), the pipe proxy
- * (the floor for one extra Node hop) and the bare node|uws read servers.
- */
+/** The benchmarks' small servers, each a `node upstream.ts <kind>` child so its work stays off the load generator's loop: the fake
+ * OpenAI-compatible upstream (stamped, echo or fixed replies), the pipe proxy (one extra Node hop) and the bare node|uws servers. */
 import { Agent, createServer, request, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { childEnv, launch, parseJson, ROOT, type Launched } from './children.ts';
