@@ -20,7 +20,7 @@ const newRun = (label: string, rate: number) => ({
   monotonicUs: { start: 0, end: 0 },
 });
 export const monotonicUs = (): number => Number(process.hrtime.bigint() / 1000n);
-const [CONTENT, DONE] = [Buffer.from('"content":"'), Buffer.from('data: [DONE]')];
+const [CONTENT, DONE, none] = [Buffer.from('"content":"'), Buffer.from('data: [DONE]'), Buffer.alloc(0)];
 /** Whether `buf` holds a non-empty `"content":"` (the role chunk's content is empty). */
 function hasContent(buf: Buffer): boolean {
   for (let at = buf.indexOf(CONTENT); at !== -1; at = buf.indexOf(CONTENT, at + 1)) if (buf[at + CONTENT.length] !== 0x22) return true;
@@ -37,7 +37,6 @@ function send(target: HttpTarget, agent: Agent | undefined, timeoutMs: number, d
     clearTimeout(timer);
     done(failure, detail, first, body);
   };
-  const none = Buffer.alloc(0);
   const fail = (kind: string, detail: string) => settle(kind, detail, 0, none);
   const headers = target.body ? { ...target.headers, 'content-length': String(target.body.byteLength) } : target.headers;
   const req = httpRequest({ host: '127.0.0.1', port: target.port, method: target.method, path: target.path, headers, agent }, (res) => {
@@ -134,8 +133,7 @@ export async function runLoad(targets: readonly HttpTarget[], options: {
     };
     setTimeout(tick, Math.max(0, t0 - performance.now()));
   });
-  const cpu = window.stopCpu?.() ?? null;
-  const monotonicEnd = monotonicUs();
+  const [cpu, monotonicEnd] = [window.stopCpu?.() ?? null, monotonicUs()];
   if (pending > 0) await finished.promise;
   options.onWindow?.('end');
   for (const { run, doneInWindow, agent } of slots) {

@@ -7,8 +7,7 @@ export const RESULTS_DIR = join(ROOT, 'loadtest', 'results');
 export async function writeResults(name: string, stamp: string, json: unknown, markdown: string) {
   await mkdir(RESULTS_DIR, { recursive: true });
   const paths = { json: join(RESULTS_DIR, `${name}-${stamp}.json`), markdown: join(RESULTS_DIR, `${name}-${stamp}.md`) };
-  await writeFile(paths.json, `${JSON.stringify(json, null, 2)}\n`);
-  await writeFile(paths.markdown, `${markdown}\n`);
+  await Promise.all([writeFile(paths.json, `${JSON.stringify(json, null, 2)}\n`), writeFile(paths.markdown, `${markdown}\n`)]);
   return paths;
 }
 /** A Markdown table; `align` holds `l` or `r` per column (default: the first left, the others right). */
@@ -24,7 +23,6 @@ export const sortedCopy = (values: readonly number[]): Float64Array => Float64Ar
 export const round3 = (value: number): number | null => (Number.isFinite(value) ? Math.round(value * 1000) / 1000 : null);
 /** Nearest-rank percentile of an ascending array; NaN when empty. */
 export function percentile(sorted: ArrayLike<number>, p: number): number {
-  if (sorted.length === 0) return Number.NaN;
   return sorted[Math.min(sorted.length, Math.max(1, Math.ceil((p / 100) * sorted.length))) - 1] ?? Number.NaN;
 }
 export type Summary = { count: number; mean: number; p50: number; p90: number; p99: number; p999: number; max: number };

@@ -99,8 +99,8 @@ export async function roomPlacement(redisUrl: string): Promise<Map<string, strin
 }
 export async function callJson<T = unknown>(api: Api, method: string, path: string, body: unknown, expected: number): Promise<T> {
   const headers = { authorization: api.auth, 'content-type': 'application/json' };
-  const json = body === undefined ? undefined : JSON.stringify(body);
-  const res = await fetch(`${api.base}${path}`, { method, headers, body: json, signal: AbortSignal.timeout(30_000) });
+  // JSON.stringify(undefined) is undefined: no body.
+  const res = await fetch(`${api.base}${path}`, { method, headers, body: JSON.stringify(body), signal: AbortSignal.timeout(30_000) });
   const text = await res.text();
   if (res.status !== expected) throw new Error(`${method} ${path}: expected ${expected}, got ${res.status}: ${text.slice(0, 300)}`);
   return (text ? JSON.parse(text) : null) as T;

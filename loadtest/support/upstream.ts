@@ -56,8 +56,7 @@ const sendJson = (res: ServerResponse, status: number, text: string): void =>
 const sendError = (res: ServerResponse, status: number, message: string): void =>
   sendJson(res, status, JSON.stringify({ error: { message, type: 'invalid_request_error', param: null, code: null } }));
 function ready(info: Record<string, unknown>, stop: () => void): void {
-  process.on('SIGTERM', stop);
-  process.on('SIGINT', stop);
+  for (const signal of ['SIGTERM', 'SIGINT']) process.on(signal, stop);
   process.stdout.write(`${JSON.stringify({ msg: READY_MSG, ...info })}\n`);
 }
 /** Keep-alive outlasts any client pool's idle time (Troupe's node engine uses the same 65 s). */
@@ -115,8 +114,7 @@ function upstream(): void {
   const model = { id: BENCH_MODEL, object: 'model', created: 1_700_000_000, owned_by: 'troupe-bench' };
   const models = JSON.stringify({ object: 'list', data: [model] });
   const framesByModel = new Map<string, Buffer[]>();
-  let lastFixedBody: string | null = null;
-  let stampedStreams = 0;
+  let [lastFixedBody, stampedStreams] = [null as string | null, 0];
   /** Writes `count` frames `gapMs` apart (0: all in this tick), honouring backpressure. */
   const pump = (res: ServerResponse, count: number, frameAt: (i: number) => Buffer | string, gapMs: number): void => {
     let [next, gone, waitingDrain] = [0, false, false];
