@@ -1,7 +1,4 @@
-/**
- * A benchmark's child processes and its run: piped output always drained (a chatty child never
- * blocks), readiness awaited, every child killed however the benchmark ends.
- */
+/** Child processes (output always drained, every one killed however the benchmark ends) and `runBench` around each benchmark. */
 import { execFile, spawn, type ChildProcess } from 'node:child_process';
 import { createServer, type AddressInfo } from 'node:net';
 import { cpus } from 'node:os';
@@ -31,28 +28,22 @@ export function childEnv(settings: Record<string, string>): NodeJS.ProcessEnv {
   for (const name of ['PATH', 'HOME', 'TMPDIR', 'LANG']) if (process.env[name] !== undefined) env[name] = process.env[name];
   return Object.assign(env, settings);
 }
-
 const live = new Set<ChildProcess>();
-let handlersInstalled = false;
-
 function killAllChildren(): void {
   for (const child of live) child.kill('SIGKILL');
   live.clear();
 }
-
 function installCleanupHandlers(): void {
-  if (handlersInstalled) return;
-  handlersInstalled = true;
+  if (process.listeners('exit').includes(killAllChildren)) return;
   process.on('exit', killAllChildren);
   for (const signal of ['SIGINT', 'SIGTERM', 'SIGHUP'] as const) {
     process.on(signal, () => {
+      // process.exit runs the 'exit' handler, which kills them.
       process.stderr.write(`\nreceived ${signal}: killing ${live.size} child process(es)\n`);
-      killAllChildren();
       process.exit(130);
     });
   }
 }
-
 export function spawnTracked(options: SpawnOptions) {
   installCleanupHandlers();
   const stdio: ('pipe' | 'ignore')[] = [options.stdin ?? 'ignore', 'pipe', 'pipe'];
@@ -85,7 +76,6 @@ export function spawnTracked(options: SpawnOptions) {
   const [tail, output, exitInfo] = [() => state.tail, () => state.all, (): ExitInfo | null => state.exit];
   return { name: options.name, child, pid: child.pid ?? -1, exited, exitInfo, tail, output, stop };
 }
-
 /** `read()`, or null when it throws (a file that is gone, text that is not JSON). */
 export function attempt<T>(read: () => T): T | null {
   try {
@@ -94,52 +84,46 @@ export function attempt<T>(read: () => T): T | null {
     return null;
   }
 }
-
 export const parseJson = (line: string): Record<string, unknown> | null => {
   const value = attempt<unknown>(() => JSON.parse(line));
   return typeof value === 'object' && value !== null ? (value as Record<string, unknown>) : null;
 };
-
-const failure = (tracked: Tracked, why: string) => {
-  tracked.child.kill('SIGKILL');
-  return new Error(`${tracked.name}: ${why}\n--- last output ---\n${tracked.tail()}`);
-};
-
-/** Waits for the JSON stdout line `{"msg":<readyMsg>,"port":N,...}`. */
-export function launch(options: SpawnOptions & { readyMsg: string; readyTimeoutMs?: number }): Promise<Launched> {
+type LaunchOptions = SpawnOptions & { readyTimeoutMs?: number } & ({ readyMsg: string } | { port: number; healthPath?: string });
+/** Ready on the JSON stdout line `{"msg":<readyMsg>,"port":N,...}`; or, for a child that does not log its port (Troupe below
+ * LOG_LEVEL=info, Portkey), on a 200 from `healthPath` (/healthz) on `port`, chosen first. */
+export async function launch(options: LaunchOptions): Promise<Launched> {
   const timeoutMs = options.readyTimeoutMs ?? 30_000;
-  return new Promise<Launched>((resolve, reject) => {
-    let ready = false;
-    const onLine = (line: string) => {
-      const info = ready || !line.includes(options.readyMsg) ? null : parseJson(line);
-      if (info?.msg !== options.readyMsg || typeof info.port !== 'number') return;
-      ready = true;
-      clearTimeout(timer);
-      resolve({ ...tracked, port: info.port, readyInfo: info });
-    };
-    const tracked = spawnTracked({ ...options, onLine });
-    const fail = (why: string) => !ready && ((ready = true), reject(failure(tracked, why)));
-    const timer = setTimeout(() => fail(`no "${options.readyMsg}" line within ${timeoutMs} ms`), timeoutMs);
-    void tracked.exited.then((e) => fail(`exited before it was ready (code ${e.code}, signal ${e.signal})`));
-  });
-}
-
-/** For a child that does not log its port (Troupe below LOG_LEVEL=info, Portkey): `port` chosen first, `healthPath` polled. */
-export async function launchPolled(options: SpawnOptions & { port: number; readyTimeoutMs: number; healthPath?: string }) {
-  const tracked = spawnTracked(options);
-  const url = `http://127.0.0.1:${options.port}${options.healthPath ?? '/healthz'}`;
-  const deadline = Date.now() + options.readyTimeoutMs;
-  while (tracked.exitInfo() === null && Date.now() < deadline) {
-    const res = await fetch(url, { signal: AbortSignal.timeout(2_000) }).catch(() => null);
-    await res?.arrayBuffer();
-    // uWebSockets.js names itself in a response header; node:http does not.
-    const engine = res?.headers.has('uwebsockets') ? 'uws' : 'node';
-    if (res?.status === 200) return { ...tracked, port: options.port, readyInfo: { engine, port: options.port } };
-    await delay(100);
+  const msg = 'readyMsg' in options ? options.readyMsg : null;
+  const ready = Promise.withResolvers<Record<string, unknown>>();
+  const onLine = (line: string) => {
+    const info = msg !== null && line.includes(msg) ? parseJson(line) : null;
+    if (info?.msg === msg && typeof info.port === 'number') ready.resolve(info);
+  };
+  const tracked = spawnTracked({ ...options, onLine: msg === null ? undefined : onLine });
+  const timer = setTimeout(() => ready.reject(new Error(`not ready within ${timeoutMs} ms`)), timeoutMs);
+  void tracked.exited.then((e) => ready.reject(new Error(`exited before it was ready (code ${e.code}, signal ${e.signal})`)));
+  let waiting = true;
+  const poll = async (port: number, url: string) => {
+    for (; waiting; await delay(100)) {
+      const res = await fetch(url, { signal: AbortSignal.timeout(2_000) }).catch(() => null);
+      await res?.arrayBuffer();
+      // uWebSockets.js names itself in a response header; node:http does not.
+      if (res?.status === 200) return ready.resolve({ engine: res.headers.has('uwebsockets') ? 'uws' : 'node', port });
+    }
+  };
+  if (!('readyMsg' in options)) void poll(options.port, `http://127.0.0.1:${options.port}${options.healthPath ?? '/healthz'}`);
+  try {
+    const info = await ready.promise;
+    return { ...tracked, port: info.port as number, readyInfo: info };
+  } catch (err) {
+    tracked.child.kill('SIGKILL');
+    throw new Error(`${tracked.name}: ${(err as Error).message}\n--- last output ---\n${tracked.tail()}`);
+  } finally {
+    waiting = false;
+    clearTimeout(timer);
   }
-  throw failure(tracked, tracked.exitInfo() ? 'exited before it answered' : `no 200 from ${url}`);
 }
-
+export const launchPolled = (options: SpawnOptions & { port: number; readyTimeoutMs: number; healthPath?: string }) => launch(options);
 export async function freePort(): Promise<number> {
   const server = createServer();
   await new Promise<void>((resolve, reject) => server.once('error', reject).listen(0, '127.0.0.1', resolve));
@@ -147,13 +131,11 @@ export async function freePort(): Promise<number> {
   await new Promise((resolve) => server.close(resolve));
   return port;
 }
-
 /** `command args...` with `ulimit -n` raised first (else the hard limit); `exec` keeps the pid. */
 export function withFileLimit(limit: number, command: string, args: readonly string[]): { command: string; args: string[] } {
   const script = `ulimit -n ${Math.floor(limit)} 2>/dev/null || ulimit -n "$(ulimit -Hn)" 2>/dev/null; exec "$0" "$@"`;
   return { command: 'bash', args: ['-c', script, command, ...args] };
 }
-
 export type Run = { started: number; stamp: string; log: Log };
 /** Runs `main` on Node >= 24; after `budgetMs` kills every child and exits with 2; on failure exits with 1 and the stack. */
 export function runBench(name: string, budgetMs: number, main: (run: Run) => Promise<void>): void {
@@ -162,7 +144,6 @@ export function runBench(name: string, budgetMs: number, main: (run: Run) => Pro
   installCleanupHandlers();
   const deadline = setTimeout(() => {
     log(`overall time budget of ${Math.round(budgetMs / 1000)} s exceeded: killing children`);
-    killAllChildren();
     process.exit(2);
   }, budgetMs).unref();
   const run = { started: Date.now(), stamp: new Date().toISOString().replace(/[:.]/g, '-'), log };
@@ -170,19 +151,15 @@ export function runBench(name: string, budgetMs: number, main: (run: Run) => Pro
     () => (clearTimeout(deadline), process.exit(process.exitCode ?? 0)),
     (err: unknown) => {
       log(`failed: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}`);
-      killAllChildren();
       process.exit(1);
     },
   );
 }
-
 /** Which Troupe was measured: HEAD and the files of src/ that differ from it (others edit it too). */
 export async function gitState(): Promise<{ head: string; dirtySrc: string[] }> {
   const git = (args: string[]) => execFileAsync('git', args, { cwd: ROOT, timeout: 10_000 }).then((r) => r.stdout, () => '');
-  const head = (await git(['rev-parse', '--short', 'HEAD'])).trim() || 'unknown';
-  const status = await git(['status', '--porcelain', '--', 'src']);
-  return { head, dirtySrc: status.split('\n').map((l) => l.slice(3).trim()).filter(Boolean) };
+  const [head, status] = await Promise.all([git(['rev-parse', '--short', 'HEAD']), git(['status', '--porcelain', '--', 'src'])]);
+  return { head: head.trim() || 'unknown', dirtySrc: status.split('\n').map((l) => l.slice(3).trim()).filter(Boolean) };
 }
-
 export const machine = (): { node: string; cpus: number; cpuModel: string } =>
   ({ node: process.version, cpus: cpus().length, cpuModel: cpus()[0]?.model ?? 'unknown' });

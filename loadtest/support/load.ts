@@ -1,9 +1,5 @@
-/**
- * The open-loop HTTP load generator: request i starts at t0 + i / (rate * targets) whatever became
- * of the earlier ones (no coordinated omission), alternating between the targets so all live through
- * the same moments of a shared machine. Per measured request: time to first content (streams: the
- * first chunk with a non-empty `"content":"`) and total time. Also autocannon's closed loop (`saturate`).
- */
+/** The open-loop HTTP load generator: request i starts at t0 + i / (rate * targets) whatever became of the earlier ones (no
+ * coordinated omission), the targets interleaved so all live through the same moments of a shared machine; autocannon's closed loop. */
 import { Agent, request as httpRequest } from 'node:http';
 import { performance } from 'node:perf_hooks';
 import autocannon from 'autocannon';
@@ -16,23 +12,20 @@ export type HttpTarget = {
   label: string; port: number; method: 'GET' | 'POST'; path: string; headers: Record<string, string>; body?: Buffer;
   stream?: boolean; check?: (body: Buffer) => string | null;
 };
-
 /** ms in completion order; lag: how late requests went out; monotonicUs: the measured window on V8 profiles' clock. */
 export type TargetRun = ReturnType<typeof newRun> & { cpu: CpuWindow | null };
 const newRun = (label: string, rate: number) => ({
-  label, rate, scheduled: 0, ok: 0, ttfc: [] as number[], total: [] as number[], scheduledAt: [] as number[], lag: [] as number[],
+  label, rate, scheduled: 0, ok: 0, ttfc: [] as number[], total: [] as number[], lag: [] as number[],
   errors: {} as Record<string, number>, errorSamples: {} as Record<string, string>, achievedRps: 0, maxInFlight: 0,
   monotonicUs: { start: 0, end: 0 },
 });
-
 export const monotonicUs = (): number => Number(process.hrtime.bigint() / 1000n);
-const [CONTENT, DONE] = [Buffer.from('"content":"'), Buffer.from('data: [DONE]')];
+const [CONTENT, DONE, none] = [Buffer.from('"content":"'), Buffer.from('data: [DONE]'), Buffer.alloc(0)];
 /** Whether `buf` holds a non-empty `"content":"` (the role chunk's content is empty). */
 function hasContent(buf: Buffer): boolean {
   for (let at = buf.indexOf(CONTENT); at !== -1; at = buf.indexOf(CONTENT, at + 1)) if (buf[at + CONTENT.length] !== 0x22) return true;
   return false;
 }
-
 type Done = (failure: string | null, detail: string, first: number, body: Buffer) => void;
 const errorKind = (err: Error): string => (err as NodeJS.ErrnoException).code?.toLowerCase() ?? 'error';
 /** Fails on a non-2xx status, a socket error, the timeout, a reply (not) streamed against `stream`, a stream without [DONE], or `check`. */
@@ -44,11 +37,9 @@ function send(target: HttpTarget, agent: Agent | undefined, timeoutMs: number, d
     clearTimeout(timer);
     done(failure, detail, first, body);
   };
-  const none = Buffer.alloc(0);
   const fail = (kind: string, detail: string) => settle(kind, detail, 0, none);
   const headers = target.body ? { ...target.headers, 'content-length': String(target.body.byteLength) } : target.headers;
-  const { port, method, path } = target;
-  const req = httpRequest({ host: '127.0.0.1', port, method, path, headers, agent }, (res) => {
+  const req = httpRequest({ host: '127.0.0.1', port: target.port, method: target.method, path: target.path, headers, agent }, (res) => {
     const status = res.statusCode ?? 0;
     const isStream = String(res.headers['content-type'] ?? '').startsWith('text/event-stream');
     const wrong = status < 200 || status > 299 || isStream !== (target.stream === true);
@@ -77,18 +68,13 @@ function send(target: HttpTarget, agent: Agent | undefined, timeoutMs: number, d
   req.on('error', (err) => fail(errorKind(err), err.message));
   req.end(target.body);
 }
-
 export function requestOnce(target: HttpTarget): Promise<{ failure: string | null; detail: string; body: Buffer; ms: number }> {
   const start = performance.now();
-  return new Promise((resolve) => send(target, undefined, 15_000, (failure, detail, _first, body) => {
-    resolve({ failure, detail, body, ms: performance.now() - start });
-  }));
+  return new Promise((resolve) =>
+    send(target, undefined, 15_000, (failure, detail, _first, body) => resolve({ failure, detail, body, ms: performance.now() - start })));
 }
-
-/**
- * rate: req/s to each target; watch: processes whose CPU use is recorded over the measured window; onWindow: called when
- * that window opens and when its last request has ended. A keep-alive Agent per target: the least client CPU per request.
- */
+/** rate: req/s to each target; watch: processes whose CPU use is recorded over the measured window; onWindow: called when
+ * that window opens and when its last request has ended. A keep-alive Agent per target: the least client CPU per request. */
 export async function runLoad(targets: readonly HttpTarget[], options: {
   rate: number; warmupSec: number; durationSec: number; watch?: readonly WatchedProcess[]; onWindow?: (edge: 'start' | 'end') => void;
 }): Promise<TargetRun[]> {
@@ -108,7 +94,7 @@ export async function runLoad(targets: readonly HttpTarget[], options: {
   const finished = Promise.withResolvers<void>();
   const fire = (index: number, scheduled: number) => {
     const slot = slots[index % n]!;
-    const run = slot.run;
+    const { run } = slot;
     const measured = index >= warmupCount;
     if (index === warmupCount) {
       options.onWindow?.('start');
@@ -130,7 +116,6 @@ export async function runLoad(targets: readonly HttpTarget[], options: {
         run.ok++;
         run.ttfc.push(first - start);
         run.total.push(end - start);
-        run.scheduledAt.push(scheduled - windowStart);
       } else if (measured && failure !== null) {
         run.errors[failure] = (run.errors[failure] ?? 0) + 1;
         run.errorSamples[failure] ??= detail.slice(0, 300);
@@ -148,8 +133,7 @@ export async function runLoad(targets: readonly HttpTarget[], options: {
     };
     setTimeout(tick, Math.max(0, t0 - performance.now()));
   });
-  const cpu = window.stopCpu?.() ?? null;
-  const monotonicEnd = monotonicUs();
+  const [cpu, monotonicEnd] = [window.stopCpu?.() ?? null, monotonicUs()];
   if (pending > 0) await finished.promise;
   options.onWindow?.('end');
   for (const { run, doneInWindow, agent } of slots) {
@@ -158,7 +142,6 @@ export async function runLoad(targets: readonly HttpTarget[], options: {
   }
   return slots.map((s) => s.run);
 }
-
 /** autocannon's closed loop (`connections` requests always in flight), bounded in time even if the target stalls. */
 export function saturate(options: { url: string; connections: number; durationSec: number; headers: Record<string, string> }) {
   type Stats = { requestsPerSec: number; latencyMs: { p50: number; p99: number }; totalRequests: number; failures: number };
@@ -172,11 +155,8 @@ export function saturate(options: { url: string; connections: number; durationSe
     const stopTimer = setTimeout(() => instance.stop(), (options.durationSec + 10) * 1000);
   });
 }
-
-/**
- * POST /perform and, as `direct`, the very request Troupe sent the upstream for it (the upstream
- * keeps the last one) replayed, both pre-flighted; `expected` is the exact body /perform must answer.
- */
+/** POST /perform and, as `direct`, the very request Troupe sent the upstream for it (the upstream
+ * keeps the last one) replayed, both pre-flighted; `expected` is the exact body /perform must answer. */
 export async function performTargets(troupe: Troupe, characterId: string, line: string, upstreamPort: number, expected?: Buffer) {
   const perform: HttpTarget = {
     label: 'perform', port: troupe.child.port, method: 'POST', path: '/perform',

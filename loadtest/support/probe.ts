@@ -1,9 +1,6 @@
-/**
- * Preloaded into Troupe (`--import probe.ts`, see troupe.ts); it changes nothing in Troupe. On SIGUSR2 it writes,
- * atomically as JSON to $BENCH_PROBE_FILE: `seq` (the reader knows the answer is fresh), the GC pauses so far as
- * [start µs CLOCK_MONOTONIC, ms, kind], the memory figures (after a full GC with --expose-gc) and, with
- * $BENCH_LOOP_RESOLUTION_MS, the event-loop delay since the last signal. Imported, it gives LoopMonitor.
- */
+/** Preloaded into Troupe (`--import`), changing nothing in it: on SIGUSR2, atomically to $BENCH_PROBE_FILE, `seq` (so the reader
+ * knows it is fresh), GC pauses [start µs CLOCK_MONOTONIC, ms, kind], memory (after a full GC with --expose-gc) and, with
+ * $BENCH_LOOP_RESOLUTION_MS, the event-loop delay since the last signal. Imported, it gives LoopMonitor. */
 import { renameSync, writeFileSync } from 'node:fs';
 import { monitorEventLoopDelay, performance, PerformanceObserver } from 'node:perf_hooks';
 import { getHeapStatistics } from 'node:v8';
@@ -22,13 +19,11 @@ export class LoopMonitor {
     if (now - this.#last - 5 > 20) this.#stalls.push([Math.round(this.#last - this.#started), Math.round(now - this.#last - 5)]);
     this.#last = now;
   }, 5).unref();
-
   constructor(resolutionMs: number) {
     this.resolutionMs = resolutionMs;
     this.#histogram = monitorEventLoopDelay({ resolution: resolutionMs });
     this.#histogram.enable();
   }
-
   /** The window so far (ms; the 20 longest stalls first), and a new one starts. */
   window() {
     const h = this.#histogram;
@@ -44,13 +39,11 @@ export class LoopMonitor {
     this.#last = this.#started = performance.now();
     return report;
   }
-
   stop(): void {
     this.#histogram.disable();
     clearInterval(this.#tick);
   }
 }
-
 const file = process.env.BENCH_PROBE_FILE;
 if (file) {
   let seq = 0;

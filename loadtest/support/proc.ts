@@ -1,7 +1,4 @@
-/**
- * Linux /proc readers: CPU time (who was busy during a run: the server, the load generator or
- * something else on the machine), memory and file limits; null where /proc cannot be read.
- */
+/** Linux /proc readers (who was busy during a run: the server, the load generator or the rest); null where /proc cannot be read. */
 import { readdirSync, readFileSync } from 'node:fs';
 import { performance } from 'node:perf_hooks';
 import { attempt } from './children.ts';
@@ -17,25 +14,19 @@ export function processCpuSeconds(pid: number): number | null {
   const ticks = Number(fields?.[11]) + Number(fields?.[12]);
   return Number.isFinite(ticks) ? ticks / HZ : null;
 }
-
 /** Busy CPU seconds of the whole machine (all but idle and iowait; guest time is in user/nice). */
 function systemBusySeconds(): number | null {
   const [label, ...v] = (read('/proc/stat')?.split('\n', 1)[0] ?? '').trim().split(/\s+/);
   const busy = [0, 1, 2, 5, 6, 7].reduce((sum, i) => sum + Number(v[i] ?? 0), 0);
   return label === 'cpu' && Number.isFinite(busy) ? busy / HZ : null;
 }
-
-/**
- * CPU use over one window, in % of one core (200% = both cores of a 2-core machine). bench: this
- * process, the load generator; benchEventLoop: its event-loop utilisation, 0..1 (near 1: the
- * generator itself is saturated); other: the rest of the machine, kernel loopback work included.
- */
+/** CPU use over one window, in % of one core. bench: this process, the load generator; benchEventLoop: its event-loop utilisation,
+ * 0..1 (near 1: the generator itself is saturated); other: the rest of the machine, kernel loopback work included. */
 export type CpuWindow = {
   children: Record<string, number | null>; bench: number; benchEventLoop: number; other: number | null; machine: number | null;
 };
 export type WatchedProcess = { name: string; pid: number };
 export const NO_CPU: CpuWindow = { children: {}, bench: 0, benchEventLoop: 0, other: null, machine: null };
-
 export function startCpuWindow(watched: readonly WatchedProcess[]): () => CpuWindow {
   const t0 = performance.now();
   const child0 = watched.map((w) => processCpuSeconds(w.pid));
@@ -54,7 +45,6 @@ export function startCpuWindow(watched: readonly WatchedProcess[]): () => CpuWin
     return { children, bench: pct(selfSec), benchEventLoop, other, machine: machineSec === null ? null : pct(machineSec) };
   };
 }
-
 /** Waits (at most `maxWaitSec`) until the rest of the machine uses < `thresholdPercent` of a core over 1 s: no phase in another's burst. */
 export async function waitForQuiet(maxWaitSec: number, thresholdPercent: number, watched: readonly WatchedProcess[]) {
   const t0 = performance.now();
@@ -66,7 +56,6 @@ export async function waitForQuiet(maxWaitSec: number, thresholdPercent: number,
     if (otherPercent === null || otherPercent < thresholdPercent || waitedSec >= maxWaitSec) return { otherPercent, waitedSec };
   }
 }
-
 /** VmRSS, VmHWM (the peak) and threads of a process from /proc/<pid>/status, in bytes. */
 export function processMemory(pid: number): { rss: number; peakRss: number; threads: number } | null {
   const text = read(`/proc/${pid}/status`);
@@ -74,7 +63,6 @@ export function processMemory(pid: number): { rss: number; peakRss: number; thre
   const rss = field('VmRSS') * 1024;
   return Number.isFinite(rss) ? { rss, peakRss: field('VmHWM') * 1024 || rss, threads: field('Threads') } : null;
 }
-
 /** The process and its descendants (children of every thread, recursively). */
 export function processTree(pid: number): number[] {
   const all = [pid];
@@ -85,13 +73,11 @@ export function processTree(pid: number): number[] {
   }
   return all;
 }
-
 export function fileLimits(pid: number | 'self'): { soft: number; hard: number } | null {
   const m = /^Max open files\s+(\d+|unlimited)\s+(\d+|unlimited)/m.exec(read(`/proc/${pid}/limits`) ?? '');
   const value = (s: string) => (s === 'unlimited' ? Number.POSITIVE_INFINITY : Number(s));
   return m?.[1] && m[2] ? { soft: value(m[1]), hard: value(m[2]) } : null;
 }
-
 export const openFileCount = (pid: number): number | null => list(`/proc/${pid}/fd`)?.length ?? null;
 /** The largest file-descriptor limit a process may set (fs.nr_open). */
 export const maxFileLimit = (): number | null => Number(read('/proc/sys/fs/nr_open')?.trim()) || null;
@@ -100,7 +86,6 @@ export function ephemeralPortCount(): number | null {
   const [low, high] = (read('/proc/sys/net/ipv4/ip_local_port_range') ?? '').trim().split(/\s+/).map(Number);
   return Number.isInteger(low) && Number.isInteger(high) ? (high ?? 0) - (low ?? 0) + 1 : null;
 }
-
 /** Whether this process may raise hard limits (CAP_SYS_RESOURCE; root alone is not enough in containers). */
 export function canRaiseHardLimits(): boolean {
   const m = /^CapEff:\s+([0-9a-f]+)/m.exec(read('/proc/self/status') ?? '');

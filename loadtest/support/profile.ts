@@ -1,22 +1,11 @@
-/**
- * Top frames of a V8 `.cpuprofile` (BENCH_CPU_PROF) restricted to the measured windows, so
- * start-up work does not drown the request path. Percentages are of the busy samples (all but
- * "(idle)"): Troupe idles while others are measured.
- */
+/** Top frames of Troupe's `--cpu-prof` (BENCH_CPU_PROF) in the measured windows only, so start-up work does not drown the request path. */
 import { readFile, readdir } from 'node:fs/promises';
 import { join } from 'node:path';
 
 type CallFrame = { functionName: string; url: string; lineNumber: number };
-type CpuProfile = { nodes: { id: number; callFrame: CallFrame; children?: number[] }[]; startTime: number; samples?: number[] };
-type FrameShare = { frame: string; samples: number; percent: number };
-export type SrcProfile = Awaited<ReturnType<typeof summarizeSrcProfile>>;
-/** The newest main-thread profile: `CPU.<date>.<time>.<pid>.<thread>.<seq>.cpuprofile`, thread 0. */
-export async function newestProfile(dir: string): Promise<string | null> {
-  const names = await readdir(dir).catch(() => [] as string[]);
-  const last = names.filter((n) => /\.\d+\.0\.\d+\.cpuprofile$/.test(n)).sort().at(-1);
-  return last === undefined ? null : join(dir, last);
-}
-
+type CpuProfile = {
+  nodes: { id: number; callFrame: CallFrame; children?: number[] }[]; startTime: number; samples?: number[]; timeDeltas?: number[];
+};
 const META = new Set(['(root)', '(program)', '(idle)', '(garbage collector)']);
 const shortUrl = (url: string) => url.replace(`file://${process.cwd()}/`, '');
 const frameKey = (f: CallFrame) =>
@@ -26,10 +15,14 @@ const moduleKey = (f: CallFrame) => {
   const pkg = /node_modules\/((?:@[^/]+\/)?[^/]+)/.exec(f.url)?.[1];
   return f.url ? (pkg ? `pkg:${pkg}` : shortUrl(f.url)) : f.functionName || '(native)';
 };
-
-/** `window` in CLOCK_MONOTONIC µs (the profile's clock); the whole profile if no sample falls in it. */
-export async function summarizeSrcProfile(file: string, window: { start: number; end: number } | null) {
-  const profile = JSON.parse(await readFile(file, 'utf8')) as CpuProfile & { timeDeltas?: number[] };
+/** The top frames of the newest main-thread profile in `dir` (`CPU.<date>.<time>.<pid>.<thread 0>.<seq>.cpuprofile`), or null;
+ * `window` in CLOCK_MONOTONIC µs (the profile's clock), the whole profile if no sample falls in it. Percentages are of the busy
+ * samples (all but "(idle)"): Troupe idles while others are measured. */
+export async function profileText(dir: string, window: { start: number; end: number } | null, label: string): Promise<string | null> {
+  const name = (await readdir(dir).catch(() => [] as string[])).filter((n) => /\.\d+\.0\.\d+\.cpuprofile$/.test(n)).sort().at(-1);
+  if (name === undefined) return null;
+  const file = join(dir, name);
+  const profile = JSON.parse(await readFile(file, 'utf8')) as CpuProfile;
   const byId = new Map(profile.nodes.map((n) => [n.id, n]));
   const parent = new Map<number, number>();
   for (const node of profile.nodes) for (const child of node.children ?? []) parent.set(child, node.id);
@@ -57,32 +50,17 @@ export async function summarizeSrcProfile(file: string, window: { start: number;
     }
   }
   const busy = Math.max(1, chosen.length - (self.get('(idle)') ?? 0));
-  const ranked = (map: Map<string, number>, keep: (frame: string) => boolean): FrameShare[] =>
-    [...map.entries()].filter(([f]) => keep(f)).sort((a, b) => b[1] - a[1]).slice(0, 12)
-      .map(([frame, samples]) => ({ frame, samples, percent: (100 * samples) / busy }));
+  const section = (title: string, map: Map<string, number>, keep: (frame: string) => boolean) => [`  ${title}:`,
+    ...[...map.entries()].filter(([f]) => keep(f)).sort((a, b) => b[1] - a[1]).slice(0, 12)
+      .map(([frame, samples]) => `    ${((100 * samples) / busy).toFixed(1).padStart(5)}%  ${frame}`)];
   const isSrc = (f: string) => / src\//.test(f);
   const notIdle = (f: string) => f !== '(idle)';
-  return {
-    file, samples: chosen.length, busySamples: busy, topSelf: ranked(self, notIdle), topSrcSelf: ranked(self, isSrc),
-    topSrcInclusive: ranked(inclusive, isSrc), modulesSelf: ranked(modules, notIdle),
-  };
-}
-
-export function formatSrcProfile(p: SrcProfile, label: string): string {
-  const row = (r: FrameShare) => `    ${r.percent.toFixed(1).padStart(5)}%  ${r.frame}`;
-  const section = (title: string, rows: FrameShare[]) => [`  ${title}:`, ...rows.map(row)];
   return [
-    `CPU profile of Troupe (${label}): ${p.file}`,
-    `  ${p.samples} samples in the measured windows, ${p.busySamples} busy (not idle); % of busy samples`,
-    ...section('top frames by self time (all code)', p.topSelf),
-    ...section('top src/ frames by self time', p.topSrcSelf),
-    ...section('top src/ frames by inclusive time', p.topSrcInclusive),
-    ...section('self time by package / file', p.modulesSelf),
+    `CPU profile of Troupe (${label}): ${file}`,
+    `  ${chosen.length} samples in the measured windows, ${busy} busy (not idle); % of busy samples`,
+    ...section('top frames by self time (all code)', self, notIdle),
+    ...section('top src/ frames by self time', self, isSrc),
+    ...section('top src/ frames by inclusive time', inclusive, isSrc),
+    ...section('self time by package / file', modules, notIdle),
   ].join('\n');
-}
-
-/** The top frames of the newest profile in `dir`, formatted, or null when there is none. */
-export async function profileText(dir: string, window: { start: number; end: number } | null, label: string): Promise<string | null> {
-  const file = await newestProfile(dir);
-  return file ? formatSrcProfile(await summarizeSrcProfile(file, window), label) : null;
 }

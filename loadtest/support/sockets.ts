@@ -1,18 +1,13 @@
 /** Conversation WebSockets, for the benchmark and its socket-holder children alike (no Troupe imports: holders stay small). */
 import { WebSocket } from 'ws';
 
-/** A conversation's WebSocket URL on Troupe at `base`. */
 export const wsUrl = (base: string, conversationId: string, token: string | null): string =>
   `${base.replace(/^http/, 'ws')}/conversations/${conversationId}/ws?token=${encodeURIComponent(token ?? '')}`;
-
 type SocketOptions = {
   timeoutMs: number; localAddress?: string; onMessage?: (data: Buffer, atMicros: number) => void; onClose?: (code: number) => void;
 };
-
-/**
- * Resolves once the socket's first message, `ready`, arrived; then every message goes to onMessage with its
- * CLOCK_MONOTONIC µs arrival. Fails with an error whose `kind` counts failures alike (ECONNRESET, http_503, closed_1006...).
- */
+/** Resolves once the socket's first message, `ready`, arrived; then every message goes to onMessage with its
+ * CLOCK_MONOTONIC µs arrival. Fails with an error whose `kind` counts failures alike (ECONNRESET, http_503, closed_1006...). */
 export function openReadySocket(url: string, options: SocketOptions): Promise<WebSocket> {
   const { timeoutMs, localAddress } = options;
   return new Promise((resolve, reject) => {

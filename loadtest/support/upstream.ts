@@ -1,10 +1,5 @@
-/**
- * The benchmarks' small servers, each a `node upstream.ts <kind>` child so its work stays off the load generator's loop:
- * upstream: the one fake OpenAI-compatible upstream. By the last user message, STAMP_PREFIX gets BENCH_STAMP_TOKENS (40)
- * chunks ` <i>@<CLOCK_MONOTONIC µs when written>` BENCH_STAMP_GAP_MS (5) apart; else, with BENCH_REPLY=echo, `Re: <message>`
- * then words, else a fixed reply: BENCH_REPLY_TOKENS (40) tokens BENCH_REPLY_GAP_MS (0: one tick) apart.
- * pipe: the floor for one extra Node hop, to BENCH_UPSTREAM_PORT; bare node|uws: every GET answered with BENCH_BODY.
- */
+/** The benchmarks' small servers, each a `node upstream.ts <kind>` child so its work stays off the load generator's loop: the fake
+ * OpenAI-compatible upstream (stamped, echo or fixed replies), the pipe proxy (one extra Node hop) and the bare node|uws servers. */
 import { Agent, createServer, request, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { childEnv, launch, parseJson, ROOT, type Launched } from './children.ts';
@@ -20,9 +15,7 @@ export function startServer(kind: string[], settings: Record<string, string> = {
   const args = ['loadtest/support/upstream.ts', ...kind];
   return launch({ name: kind.join('-'), command, args, env: childEnv(settings), cwd: ROOT, readyMsg: READY_MSG });
 }
-
 export const startUpstream = (settings: Record<string, string>): Promise<Launched> => startServer(['upstream'], settings);
-
 const WORDS = ('Keep your voice down traveller the guards change at the bell and the east gate stays unwatched for as long as it ' +
   'takes to drink a mug of cider so be quick and bring me the lantern oil you promised').split(' ');
 const ECHO_WORDS = ['and', 'so', 'the', 'story', 'goes', 'on', 'for', 'a', 'while', 'longer'];
@@ -34,7 +27,6 @@ export const expectedPerformBody = (tokens: number): string =>
 export const echoedMessage = (content: string): string | null => /^Re: (\S+)/.exec(content)?.[1] ?? null;
 export const parseStamps = (text: string): { index: number; micros: number }[] =>
   [...text.matchAll(/(\d+)@(\d+)/g)].map((m) => ({ index: Number(m[1]), micros: Number(m[2]) }));
-
 /** The last user message's text, its content a string or text parts. */
 function lastUserText(messages: unknown): string {
   const list = Array.isArray(messages) ? (messages as ({ role?: unknown; content?: unknown } | null)[]) : [];
@@ -42,34 +34,31 @@ function lastUserText(messages: unknown): string {
   if (typeof content === 'string') return content;
   return Array.isArray(content) ? (content as { text?: unknown }[]).map((p) => (typeof p?.text === 'string' ? p.text : '')).join('') : '';
 }
-
 const DONE_FRAME = 'data: [DONE]\n\n';
 function chunkFrame(head: { id: string; created: number; model: string }, delta: Record<string, unknown>, finish: string | null): string {
   const choices = [{ index: 0, delta, logprobs: null, finish_reason: finish }];
   return `data: ${JSON.stringify({ ...head, object: 'chat.completion.chunk', system_fingerprint: 'fp_conv_bench', choices })}\n\n`;
 }
-function replyFrames(model: string, tokens: readonly string[]): string[] {
+/** Role chunk, content chunks, finish chunk and [DONE]; `finishWithDone`: the last two in one frame, as a real stream's are. */
+function replyFrames(model: string, tokens: readonly string[], finishWithDone: boolean): Buffer[] {
   const head = { id: 'chatcmpl-convbench-fixed', created: 1_700_000_000, model };
+  const [role, finish] = [chunkFrame(head, { role: 'assistant', content: '' }, null), chunkFrame(head, {}, 'stop')];
   const content = tokens.map((c) => chunkFrame(head, { content: c }, null));
-  return [chunkFrame(head, { role: 'assistant', content: '' }, null), ...content, chunkFrame(head, {}, 'stop'), DONE_FRAME];
+  return [role, ...content, ...(finishWithDone ? [finish + DONE_FRAME] : [finish, DONE_FRAME])].map((f) => Buffer.from(f));
 }
 const completionBody = (model: string, tokens: readonly string[]): string => JSON.stringify({
   id: 'chatcmpl-convbench-fixed', object: 'chat.completion', created: 1_700_000_000, model,
   choices: [{ index: 0, message: { role: 'assistant', content: tokens.join(''), refusal: null }, logprobs: null, finish_reason: 'stop' }],
   usage: { prompt_tokens: 50, completion_tokens: tokens.length, total_tokens: 50 + tokens.length },
 });
-
 const sendJson = (res: ServerResponse, status: number, text: string): void =>
   void res.writeHead(status, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(text) }).end(text);
 const sendError = (res: ServerResponse, status: number, message: string): void =>
   sendJson(res, status, JSON.stringify({ error: { message, type: 'invalid_request_error', param: null, code: null } }));
-
 function ready(info: Record<string, unknown>, stop: () => void): void {
-  process.on('SIGTERM', stop);
-  process.on('SIGINT', stop);
+  for (const signal of ['SIGTERM', 'SIGINT']) process.on(signal, stop);
   process.stdout.write(`${JSON.stringify({ msg: READY_MSG, ...info })}\n`);
 }
-
 /** Keep-alive outlasts any client pool's idle time (Troupe's node engine uses the same 65 s). */
 function listen(handler: (req: IncomingMessage, res: ServerResponse) => void, info: Record<string, unknown> = {}): void {
   const server = createServer({ keepAliveTimeout: 65_000, headersTimeout: 66_000 }, handler);
@@ -78,7 +67,6 @@ function listen(handler: (req: IncomingMessage, res: ServerResponse) => void, in
     ready({ ...info, port: (server.address() as AddressInfo).port }, stop);
   });
 }
-
 function pipe(): void {
   const upstreamPort = envNumber('BENCH_UPSTREAM_PORT', 0, 0);
   if (upstreamPort === 0) throw new Error('BENCH_UPSTREAM_PORT is required');
@@ -94,7 +82,6 @@ function pipe(): void {
     req.pipe(forward);
   });
 }
-
 async function bare(engine: string): Promise<void> {
   const body = process.env.BENCH_BODY ?? '{}';
   const contentType = 'application/json; charset=utf-8';
@@ -116,18 +103,18 @@ async function bare(engine: string): Promise<void> {
     ready({ engine, port: uWS.us_socket_local_port(socket) }, stop);
   });
 }
-
 function upstream(): void {
   const echo = process.env.BENCH_REPLY === 'echo';
   const replyTokens = envNumber('BENCH_REPLY_TOKENS', 40, 0);
   const replyGapMs = envNumber('BENCH_REPLY_GAP_MS', 0, 0);
   const stampTokens = Math.max(1, envNumber('BENCH_STAMP_TOKENS', 40, 0));
   const stampGapMs = envNumber('BENCH_STAMP_GAP_MS', 5, 0);
+  const fixedTokens = fixedReplyTokens(replyTokens);
+  const echoWords = Array.from({ length: Math.max(0, replyTokens - 2) }, (_, i) => ECHO_WORDS[i % ECHO_WORDS.length] ?? '');
   const model = { id: BENCH_MODEL, object: 'model', created: 1_700_000_000, owned_by: 'troupe-bench' };
   const models = JSON.stringify({ object: 'list', data: [model] });
   const framesByModel = new Map<string, Buffer[]>();
-  let lastFixedBody: string | null = null;
-  let stampedStreams = 0;
+  let [lastFixedBody, stampedStreams] = [null as string | null, 0];
   /** Writes `count` frames `gapMs` apart (0: all in this tick), honouring backpressure. */
   const pump = (res: ServerResponse, count: number, frameAt: (i: number) => Buffer | string, gapMs: number): void => {
     let [next, gone, waitingDrain] = [0, false, false];
@@ -160,19 +147,12 @@ function upstream(): void {
       const stamped = (i: number) => chunkFrame(head, { content: ` ${i}@${process.hrtime.bigint() / 1000n}` }, null);
       return pump(res, stampTokens, (i) => (i === 0 ? role : '') + stamped(i) + (i === stampTokens - 1 ? finish : ''), stampGapMs);
     }
-    if (echo) {
-      const words = Array.from({ length: Math.max(0, replyTokens - 2) }, (_, i) => ECHO_WORDS[i % ECHO_WORDS.length] ?? '');
-      const tokens = ['Re:', said, ...words].map((w, i) => (i === 0 ? w : ` ${w}`));
-      if (!stream) return sendJson(res, 200, completionBody(model, tokens));
-      // The finish chunk goes with [DONE], as a real stream's last frames do.
-      const frames = replyFrames(model, tokens);
-      return pump(res, frames.length - 1, (i) => (i === frames.length - 2 ? frames[i]! + DONE_FRAME : frames[i]!), replyGapMs);
-    }
-    lastFixedBody = raw;
-    if (!stream) return sendJson(res, 200, completionBody(model, fixedReplyTokens(replyTokens)));
-    const frames = framesByModel.get(model) ?? replyFrames(model, fixedReplyTokens(replyTokens)).map((f) => Buffer.from(f));
-    if (framesByModel.size < 16) framesByModel.set(model, frames);
-    pump(res, frames.length, (i) => frames[i] ?? DONE_FRAME, replyGapMs);
+    const tokens = echo ? ['Re:', said, ...echoWords].map((w, i) => (i === 0 ? w : ` ${w}`)) : fixedTokens;
+    if (!echo) lastFixedBody = raw;
+    if (!stream) return sendJson(res, 200, completionBody(model, tokens));
+    const frames = (!echo && framesByModel.get(model)) || replyFrames(model, tokens, echo);
+    if (!echo && framesByModel.size < 16) framesByModel.set(model, frames);
+    pump(res, frames.length, (i) => frames[i]!, replyGapMs);
   };
   listen((req, res) => {
     const route = `${req.method} ${(req.url ?? '/').split('?')[0]}`;
@@ -191,7 +171,6 @@ function upstream(): void {
     sendError(res, 404, `Invalid URL (${route})`);
   });
 }
-
 if (import.meta.main) {
   const kind = process.argv[2];
   if (kind === 'upstream') upstream();
