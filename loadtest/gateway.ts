@@ -5,8 +5,7 @@
 import { existsSync } from 'node:fs';
 import { homedir } from 'node:os';
 import { join } from 'node:path';
-import { childEnv, execFileAsync, freePort, gitState, launchPolled, machine, runBench } from './support/children.ts';
-import type { Launched, Run } from './support/children.ts';
+import { childEnv, execFileAsync, freePort, gitState, launchPolled, machine, runBench, type Run } from './support/children.ts';
 import { envFlag, envList, envLogLevel, envNumber, envRates, envText } from './support/env.ts';
 import { monotonicUs, performTargets, requestOnce, runLoad, saturate, type HttpTarget, type TargetRun } from './support/load.ts';
 import { processCpuSeconds, waitForQuiet, type CpuWindow } from './support/proc.ts';
@@ -15,7 +14,6 @@ import { fixed, markdownTable, ms, RESULTS_DIR, summarize, writeResults } from '
 import { callJson, createCharacter, startTroupe, uwsEngineNode, type Engine } from './support/troupe.ts';
 import { BENCH_MODEL, startServer, startUpstream } from './support/upstream.ts';
 
-const PARTS = ['proxy', 'cpu', 'perform', 'reads'] as const;
 /** The proxies compared, in the summary's column order. */
 const PROXIES = ['pipe', 'troupe-upstream-model', 'troupe-character', 'portkey'] as const;
 const HEADINGS = ['bare pipe (floor)', 'Troupe, upstream model', 'Troupe, character as model', 'Portkey'];
@@ -25,8 +23,8 @@ const cfg = {
   cpuDurationSec: envNumber('BENCH_CPU_DURATION', 5, 1, false), performRate: envNumber('BENCH_PERFORM_RATE', 50, 1, false),
   readConnections: envNumber('BENCH_READ_CONNECTIONS', 50, 1), tokens: envNumber('BENCH_TOKENS', 20, 1),
   chunkDelayMs: envNumber('BENCH_CHUNK_DELAY_MS', 2, 0), engine: (envText('BENCH_ENGINE') ?? 'node') as Engine,
-  logLevel: envLogLevel('BENCH_LOG_LEVEL', 'info'), parts: envList('BENCH_PARTS', PARTS), proxies: envList('BENCH_TARGETS', PROXIES),
-  cpuProf: envFlag('BENCH_CPU_PROF'), quietWaitSec: envNumber('BENCH_QUIET_WAIT', 10, 0, false),
+  logLevel: envLogLevel('BENCH_LOG_LEVEL', 'info'), parts: envList('BENCH_PARTS', ['proxy', 'cpu', 'perform', 'reads'] as const),
+  proxies: envList('BENCH_TARGETS', PROXIES), cpuProf: envFlag('BENCH_CPU_PROF'), quietWaitSec: envNumber('BENCH_QUIET_WAIT', 10, 0, false),
 };
 if (cfg.engine !== 'node' && cfg.engine !== 'uws') throw new Error(`BENCH_ENGINE must be node or uws, got '${String(cfg.engine)}'`);
 const MESSAGES = [{ role: 'user', content: 'The fog is thick tonight. Which ships came in, and did any of them fly a black flag?' }];
@@ -60,7 +58,7 @@ function phaseResult(runs: readonly TargetRun[]) {
 const cpuPerCall = (before: number | null, after: number | null, calls: number) => ((after ?? NaN) - (before ?? NaN)) * 1000 / calls;
 
 /** Portkey's open-source gateway (the peer): installed on first use into a cache folder, never a project dependency. */
-async function startPortkey(): Promise<Launched | null> {
+async function startPortkey() {
   try {
     const dir = join(process.env.XDG_CACHE_HOME?.trim() || join(homedir(), '.cache'), 'troupe-bench', `portkey-${PORTKEY_VERSION}`);
     const script = join(dir, 'node_modules', '@portkey-ai', 'gateway', 'build', 'start-server.js');
@@ -93,21 +91,20 @@ async function chatParts({ stamp, log }: Run, uwsNode: string | null): Promise<v
   const characterId = await createCharacter(troupe);
   const wantsPortkey = cfg.proxies.includes('portkey') && cfg.parts.some((p) => p === 'proxy' || p === 'cpu');
   const portkey = wantsPortkey ? await startPortkey() : null;
-  const auth = { authorization: troupe.auth };
-  const candidates: [string, Launched | null, string, Record<string, string>][] = [
-    ['direct', upstream, BENCH_MODEL, {}], ['pipe', pipe, BENCH_MODEL, {}],
+  const [plain, auth] = [{ authorization: 'Bearer sk-bench-upstream' }, { authorization: troupe.auth }];
+  const candidates: [string, typeof upstream | null, string, Record<string, string>][] = [
+    ['direct', upstream, BENCH_MODEL, plain], ['pipe', pipe, BENCH_MODEL, plain],
     ['troupe-upstream-model', troupe.child, BENCH_MODEL, auth], ['troupe-character', troupe.child, characterId, auth],
-    ['portkey', portkey, BENCH_MODEL, { 'x-portkey-provider': 'openai', 'x-portkey-custom-host': upstreamV1 }],
+    ['portkey', portkey, BENCH_MODEL, { ...plain, 'x-portkey-provider': 'openai', 'x-portkey-custom-host': upstreamV1 }],
   ];
   /** The chosen targets in one mode that answer a first request; only Portkey may fail it (its streaming does on this upstream). */
   const targetsFor = async (stream: boolean) => {
-    const passed: (HttpTarget & { server: Launched })[] = [];
+    const passed: (HttpTarget & { server: typeof upstream })[] = [];
     for (const [label, server, model, headers] of candidates) {
       if (!server || (label !== 'direct' && !(cfg.proxies as string[]).includes(label))) continue;
       const body = { model, messages: MESSAGES, stream, ...(stream ? { stream_options: { include_usage: true } } : {}) };
       const target = { label, server, port: server.port, method: 'POST' as const, path: '/v1/chat/completions', stream,
-        body: Buffer.from(JSON.stringify(body)), headers: { 'content-type': 'application/json', authorization: 'Bearer sk-bench-upstream',
-          ...headers } };
+        body: Buffer.from(JSON.stringify(body)), headers: { 'content-type': 'application/json', ...headers } };
       const got = await requestOnce(target);
       const why = `${got.failure}: ${got.detail}`.slice(0, 200);
       if (got.failure === null) passed.push(target);
@@ -130,13 +127,12 @@ async function chatParts({ stamp, log }: Run, uwsNode: string | null): Promise<v
     }
   }
   for (const target of cfg.parts.includes('cpu') ? [...streamTargets, ...plainTargets] : []) {
-    const { label, server, stream } = target;
     const cpu: (number | null)[] = [];
-    const onWindow = () => void cpu.push(processCpuSeconds(server.pid));
+    const onWindow = () => void cpu.push(processCpuSeconds(target.server.pid));
     const [run] = await runLoad([target], { rate: cfg.cpuRate, warmupSec: 1, durationSec: cfg.cpuDurationSec, onWindow });
     const calls = run?.scheduled ?? 0;
-    result.cpu.push({ label, process: server.name, rate: cfg.cpuRate, calls, failures: calls - (run?.ok ?? 0),
-      cpuMsPerCall: cpuPerCall(cpu[0] ?? null, cpu[1] ?? null, calls), stream });
+    result.cpu.push({ label: target.label, process: target.server.name, rate: cfg.cpuRate, calls, failures: calls - (run?.ok ?? 0),
+      cpuMsPerCall: cpuPerCall(cpu[0] ?? null, cpu[1] ?? null, calls), stream: target.stream });
   }
   if (cfg.parts.includes('perform')) {
     const { perform, direct } = await performTargets(troupe, characterId, MESSAGES[0]?.content ?? '', upstream.port);
@@ -159,18 +155,17 @@ async function reads({ stamp }: Run, uwsNode: string | null): Promise<void> {
     const id = await createCharacter(troupe);
     const body = JSON.stringify(await callJson(troupe, 'GET', `/characters/${id}`, undefined, 200));
     const bare = await startServer(['bare', engine], { BENCH_BODY: body }, nodeBinary);
-    // The same (ignored by the bare server) header both ways, so requests are byte for byte alike.
-    const headers = { authorization: troupe.auth };
     let window = { start: 0, end: 0 };
     for (const server of [troupe.child, bare]) {
+      // The same (ignored by the bare server) header both ways, so requests are byte for byte alike.
+      const headers = { authorization: troupe.auth };
       const load = { url: `http://127.0.0.1:${server.port}/characters/${id}`, connections: cfg.readConnections, headers };
       await saturate({ ...load, durationSec: 1 });
       const [before, start] = [processCpuSeconds(server.pid), monotonicUs()];
-      const stats = await saturate({ ...load, durationSec: cfg.cpuDurationSec });
+      const { requestsPerSec, totalRequests: calls, failures, latencyMs } = await saturate({ ...load, durationSec: cfg.cpuDurationSec });
       if (server === troupe.child) window = { start, end: monotonicUs() };
-      result.reads.push({ engine, label: 'read', process: server.name, rate: Math.round(stats.requestsPerSec), calls: stats.totalRequests,
-        failures: stats.failures, cpuMsPerCall: cpuPerCall(before, processCpuSeconds(server.pid), stats.totalRequests),
-        latencyMs: stats.latencyMs });
+      result.reads.push({ engine, label: 'read', process: server.name, rate: Math.round(requestsPerSec), calls, failures,
+        cpuMsPerCall: cpuPerCall(before, processCpuSeconds(server.pid), calls), latencyMs });
     }
     await Promise.all([bare.stop(), troupe.stop(30_000)]);
     await addProfile(profDir, `troupe-${engine}, reads`, window);
@@ -195,15 +190,13 @@ function summaryTable(): string {
     rows.push(row(`server CPU per ${stream ? 'stream' : 'non-streaming call'} at ${cfg.cpuRate} req/s`, (label) => cpuOf(label, stream)));
   }
   // POST /perform minus the same upstream call made directly: Troupe only, with a character.
-  for (const [key, p] of result.perform ? ([['totalP50', 'p50'], ['totalP99', 'p99']] as const) : []) {
-    const troupeOnly = (label: string) => (label === 'troupe-character' ? performAdded()?.[key] : undefined);
-    rows.push(row(`POST /perform, total, ${p} @ ${cfg.performRate}/s`, troupeOnly));
-  }
+  const perform = (key: 'totalP50' | 'totalP99') => (label: string) => (label === 'troupe-character' ? performAdded()?.[key] : undefined);
+  if (result.perform) rows.push(row(`POST /perform, total, p50 @ ${cfg.performRate}/s`, perform('totalP50')));
+  if (result.perform) rows.push(row(`POST /perform, total, p99 @ ${cfg.performRate}/s`, perform('totalP99')));
   return markdownTable(['added to direct (ms)', ...HEADINGS], rows, 'lrrrr');
 }
 
-/** Absolute figures of every target, direct and perform's pair included; "client lag": how late the generator sent, "other CPU %":
- * the rest of the machine (not watched during perform). */
+/** Every target's figures (perform's pair too); "client lag": how late the generator sent; "other CPU %": the rest of the machine. */
 function detailTable(): string {
   const perform = result.perform ? [{ ...result.perform, mode: 'perform', cpuPercent: null }] : [];
   const rows = [...result.proxy, ...perform].flatMap((p) => p.targets.map((t) => [
@@ -257,17 +250,16 @@ runBench('bench:gateway', 60 * 60_000, async (run) => {
   if (cfg.engine === 'uws' && uwsNode === null) throw new Error('BENCH_ENGINE=uws but no Node here can load uWebSockets.js');
   if (cfg.parts.some((p) => p !== 'reads')) await chatParts(run, uwsNode);
   if (cfg.parts.includes('reads')) await reads(run, uwsNode);
-  const { proxy, cpu, perform, reads: readRows, notes, profile, git } = result;
   const goals = goalsTable();
-  const changed = git.dirtySrc.length > 0 ? `, src/ changed: ${git.dirtySrc.length} files` : '';
+  const changed = result.git.dirtySrc.length > 0 ? `, src/ changed: ${result.git.dirtySrc.length} files` : '';
   const markdown = [
-    `## bench:gateway, ${result.startedAt} (HEAD ${git.head}${changed})`,
-    ...(proxy.length > 0 || cpu.length > 0 || perform ? [summaryTable()] : []),
-    ...(proxy.length > 0 || perform ? ['### Every target', detailTable()] : []),
-    ...(readRows.length > 0 ? ['### GET /characters/{id} (autocannon, each server alone; bench:http)', readsTable()] : []),
+    `## bench:gateway, ${result.startedAt} (HEAD ${result.git.head}${changed})`,
+    ...(result.proxy.length > 0 || result.cpu.length > 0 || result.perform ? [summaryTable()] : []),
+    ...(result.proxy.length > 0 || result.perform ? ['### Every target', detailTable()] : []),
+    ...(result.reads.length > 0 ? ['### GET /characters/{id} (autocannon, each server alone; bench:http)', readsTable()] : []),
     ...(goals ? ['### Goals (issue 12, item 2)', goals] : []),
-    ...(notes.length > 0 ? ['### Notes', notes.map((n) => `- ${n}`).join('\n')] : []),
-    ...(profile ? ['### CPU profile of Troupe', `\`\`\`\n${profile}\n\`\`\``] : []),
+    ...(result.notes.length > 0 ? ['### Notes', result.notes.map((n) => `- ${n}`).join('\n')] : []),
+    ...(result.profile ? ['### CPU profile of Troupe', `\`\`\`\n${result.profile}\n\`\`\``] : []),
   ].join('\n\n');
   const paths = await writeResults('gateway', run.stamp, result, markdown);
   process.stdout.write(`${markdown}\n\nWrote ${paths.json}\nand ${paths.markdown}\n`);

@@ -6,7 +6,7 @@ import { existsSync } from 'node:fs';
 import { availableParallelism, cpus, totalmem } from 'node:os';
 import { join, resolve } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { logger, ROOT, runBench } from './support/children.ts';
+import { ROOT, runBench } from './support/children.ts';
 import { envDatabaseUrl, envList, envNumber, envText, redactUrl } from './support/env.ts';
 import { processMemory, processTree } from './support/proc.ts';
 import { markdownTable, median, writeResults } from './support/report.ts';
@@ -15,19 +15,16 @@ import { callJson, freshStore, startTroupe, type Troupe } from './support/troupe
 const BACKENDS = ['pglite', 'postgres'] as const;
 const STARTS = ['first', 'restart'] as const;
 const MB = 2 ** 20;
-const log = logger('memory');
 if (process.argv.length > 2) throw new Error('bench:memory takes BENCH_* variables (docs/benchmarks.md), not arguments');
 const cfg = {
   runs: envNumber('BENCH_RUNS', 3, 1), settleMs: envNumber('BENCH_SETTLE_MS', 10_000, 0),
   idleWindowMs: envNumber('BENCH_IDLE_WINDOW_MS', 2_000, 100), backends: envList('BENCH_BACKENDS', BACKENDS), databaseUrl: envDatabaseUrl(),
 };
-const trees = [{ label: 'current', dir: ROOT }];
-const compare = envText('BENCH_COMPARE');
-const [compareLabel, compareDir] = compare?.split('=') ?? [];
-if (compare && !(compareLabel && compareDir && existsSync(join(compareDir, 'src', 'main.ts')))) {
+const [compareLabel, compareDir] = envText('BENCH_COMPARE')?.split('=') ?? [];
+if (compareLabel !== undefined && !(compareLabel && compareDir && existsSync(join(compareDir, 'src', 'main.ts')))) {
   throw new Error('BENCH_COMPARE takes label=/path/to/a/troupe/checkout (with src/main.ts)');
 }
-if (compareLabel && compareDir) trees.push({ label: compareLabel, dir: resolve(compareDir) });
+const trees = [{ label: 'current', dir: ROOT }, ...(compareLabel && compareDir ? [{ label: compareLabel, dir: resolve(compareDir) }] : [])];
 
 const sumRss = (pids: number[]) => pids.reduce((sum, p) => sum + (processMemory(p)?.rss || 0), 0);
 const mb = (bytes: number) => Math.round((bytes / MB) * 10) / 10;
@@ -73,13 +70,11 @@ runBench('bench:memory', 60 * 60_000, async ({ stamp }) => {
     for (let run = 1; run <= cfg.runs; run++) {
       // Alternating order, so neither checkout always starts right after the other.
       for (const tree of run % 2 === 1 ? trees : [...trees].reverse()) {
-        const storage = await freshStore(backend, cfg.databaseUrl);
+        const store = await freshStore(backend, cfg.databaseUrl);
         try {
-          for (const start of STARTS) {
-            results.push({ tree: tree.label, backend, start, run, ...(await measureStart(tree.dir, storage.env)) });
-          }
+          for (const start of STARTS) results.push({ tree: tree.label, backend, start, run, ...(await measureStart(tree.dir, store.env)) });
         } finally {
-          await storage.dispose();
+          await store.dispose();
         }
       }
     }
@@ -103,8 +98,7 @@ runBench('bench:memory', 60 * 60_000, async ({ stamp }) => {
     `'restart' on the store the first start left. Idle RSS = median over ${cfg.idleWindowMs} ms after ${cfg.settleMs} ms settle + ` +
     `GET /healthz, /readyz; ×: current / ${trees[1]?.label ?? 'baseline'}. ${host.nproc} CPUs (${host.cpuModel}), ` +
     `${host.totalMemMb} MB RAM, node ${host.node}.`;
-  process.stdout.write(`\n${markdown}\n`);
   const config = { ...cfg, databaseUrl: redactUrl(cfg.databaseUrl), trees };
-  const json = { benchmark: 'memory', stamp, config, machine: host, summary, results };
-  log(`wrote ${(await writeResults('memory', stamp, json, markdown)).json}`);
+  const paths = await writeResults('memory', stamp, { benchmark: 'memory', stamp, config, machine: host, summary, results }, markdown);
+  process.stdout.write(`\n${markdown}\n\nwrote ${paths.json}\n`);
 });

@@ -14,7 +14,7 @@ import { RoomVoiceAgent } from '../src/voice/room-voice-agent.ts';
 import { SpeechClient, TTS_SAMPLE_RATE, type SynthesisOptions } from '../src/voice/speech.ts';
 import { startSpeechServer } from '../test/support/speech-server.ts';
 import { startV1Fixture } from '../test/support/v1.ts';
-import { gitState, logger, machine, runBench } from './support/children.ts';
+import { gitState, machine, runBench } from './support/children.ts';
 import { envNumber } from './support/env.ts';
 import { markdownTable, percentile, roundSummary, sortedCopy, summarize, writeResults } from './support/report.ts';
 
@@ -23,7 +23,6 @@ const LINE = 'Mira, open the gate';
 const ANSWER = 'The harbour gate is open for you tonight.';
 const BUDGET_MS = 30;
 const now = () => performance.timeOrigin + performance.now();
-const log = logger('voice-latency');
 
 if (process.argv.length > 2) throw new Error('bench:voice takes BENCH_* variables (docs/benchmarks.md), not arguments');
 const turns = envNumber('BENCH_TURNS', 40, 1);
@@ -105,10 +104,8 @@ runBench('bench:voice', 20 * 60_000, async (run) => {
     await Promise.all(microphones.map((mic) => mic.pushSilence(800, TTS_SAMPLE_RATE)));
     await done;
     const [stt, chat, tts, frame] = [speech.transcribed.at(-1)!, chats()[chatsBefore]!, speech.synthesized.at(-1)!, firstFrames.at(-1)!];
-    const spans = [chat.receivedAt - stt.end, tts.start - (chat.lastChunkAt ?? Number.NaN), frame - (tts.firstBytes ?? Number.NaN),
-      frame - stt.start];
+    const spans = [chat.receivedAt - stt.end, tts.start - (chat.lastChunkAt ?? NaN), frame - (tts.firstBytes ?? NaN), frame - stt.start];
     spans.forEach((ms, i) => samples[i]!.push(ms));
-    log(`turn ${turn}/${turns}: a ${spans[0]!.toFixed(1)} ms, b ${spans[1]!.toFixed(1)} ms, c ${spans[2]!.toFixed(1)} ms`);
   }
   const table = markdownTable(['segment', 'p50', 'p95', 'max', 'budget'], SEGMENTS.map(([, name], i) => {
     const [s, p95] = [summarize(samples[i]!), percentile(sortedCopy(samples[i]!), 95)];
