@@ -1,19 +1,11 @@
 /**
- * `npm run bench:gateway`: what Troupe adds to an OpenAI-compatible call next to a floor (a bare node:http pipe proxy) and a
- * peer (Portkey's gateway), over one fake upstream; docs/benchmarks.md describes the parts (BENCH_PARTS): proxy, cpu, perform
- * and reads (bench:http). Environment (defaults): BENCH_RATES (50,100,200), BENCH_DURATION s (10), BENCH_WARMUP s (2),
- * BENCH_CPU_RATE (100), BENCH_CPU_DURATION s (5; also each reads window), BENCH_PERFORM_RATE (50), BENCH_READ_CONNECTIONS (50),
- * BENCH_TOKENS (20: chunks per streamed reply), BENCH_CHUNK_DELAY_MS (2: their gap), BENCH_ENGINE for /v1 and perform (node),
- * BENCH_LOG_LEVEL (info), BENCH_PARTS (all four), BENCH_TARGETS (pipe,troupe-upstream-model,troupe-character,portkey; direct
- * always runs), BENCH_CPU_PROF (1: Troupe under --cpu-prof, top frames in the report), BENCH_QUIET_WAIT s (10: wait at most
- * this long for the rest of the machine to use < 60% of a core), UWS_NODE (else `bash .ci/uws-node.sh`).
- * Writes loadtest/results/gateway-<stamp>.{json,md}.
+ * `npm run bench:gateway`: what Troupe adds to an OpenAI-compatible call next to a floor (a bare node:http pipe proxy) and a peer
+ * (Portkey's gateway), over one fake upstream. Parts (proxy, cpu, perform, reads) and knobs: docs/benchmarks.md, Gateway: settings.
  */
 import { existsSync } from 'node:fs';
 import { homedir } from 'node:os';
 import { join } from 'node:path';
-import { childEnv, execFileAsync, freePort, gitState, launchPolled, machine, runBench } from './support/children.ts';
-import type { Launched, Run } from './support/children.ts';
+import { childEnv, execFileAsync, freePort, gitState, launchPolled, machine, runBench, type Run } from './support/children.ts';
 import { envFlag, envList, envLogLevel, envNumber, envRates, envText } from './support/env.ts';
 import { monotonicUs, performTargets, requestOnce, runLoad, saturate, type HttpTarget, type TargetRun } from './support/load.ts';
 import { processCpuSeconds, waitForQuiet, type CpuWindow } from './support/proc.ts';
@@ -22,7 +14,6 @@ import { fixed, markdownTable, ms, RESULTS_DIR, summarize, writeResults } from '
 import { callJson, createCharacter, startTroupe, uwsEngineNode, type Engine } from './support/troupe.ts';
 import { BENCH_MODEL, startServer, startUpstream } from './support/upstream.ts';
 
-const PARTS = ['proxy', 'cpu', 'perform', 'reads'] as const;
 /** The proxies compared, in the summary's column order. */
 const PROXIES = ['pipe', 'troupe-upstream-model', 'troupe-character', 'portkey'] as const;
 const HEADINGS = ['bare pipe (floor)', 'Troupe, upstream model', 'Troupe, character as model', 'Portkey'];
@@ -32,8 +23,8 @@ const cfg = {
   cpuDurationSec: envNumber('BENCH_CPU_DURATION', 5, 1, false), performRate: envNumber('BENCH_PERFORM_RATE', 50, 1, false),
   readConnections: envNumber('BENCH_READ_CONNECTIONS', 50, 1), tokens: envNumber('BENCH_TOKENS', 20, 1),
   chunkDelayMs: envNumber('BENCH_CHUNK_DELAY_MS', 2, 0), engine: (envText('BENCH_ENGINE') ?? 'node') as Engine,
-  logLevel: envLogLevel('BENCH_LOG_LEVEL', 'info'), parts: envList('BENCH_PARTS', PARTS), proxies: envList('BENCH_TARGETS', PROXIES),
-  cpuProf: envFlag('BENCH_CPU_PROF'), quietWaitSec: envNumber('BENCH_QUIET_WAIT', 10, 0, false),
+  logLevel: envLogLevel('BENCH_LOG_LEVEL', 'info'), parts: envList('BENCH_PARTS', ['proxy', 'cpu', 'perform', 'reads'] as const),
+  proxies: envList('BENCH_TARGETS', PROXIES), cpuProf: envFlag('BENCH_CPU_PROF'), quietWaitSec: envNumber('BENCH_QUIET_WAIT', 10, 0, false),
 };
 if (cfg.engine !== 'node' && cfg.engine !== 'uws') throw new Error(`BENCH_ENGINE must be node or uws, got '${String(cfg.engine)}'`);
 const MESSAGES = [{ role: 'user', content: 'The fog is thick tonight. Which ships came in, and did any of them fly a black flag?' }];
@@ -54,21 +45,20 @@ const result = {
 function phaseResult(runs: readonly TargetRun[]) {
   const p50p99 = (values: readonly number[]) => (({ p50, p99 }) => ({ p50, p99 }))(summarize(values));
   const direct = runs.find((r) => r.label === 'direct');
-  const [directTtfc, directTotal] = [p50p99(direct?.ttfc ?? []), p50p99(direct?.total ?? [])];
-  const targets = runs.map((r) => {
+  const d = { ttfc: p50p99(direct?.ttfc ?? []), total: p50p99(direct?.total ?? []) };
+  return { targets: runs.map((r) => {
     const [ttfc, total] = [p50p99(r.ttfc), p50p99(r.total)];
-    const added = { ttfcP50: ttfc.p50 - directTtfc.p50, ttfcP99: ttfc.p99 - directTtfc.p99, totalP50: total.p50 - directTotal.p50,
-      totalP99: total.p99 - directTotal.p99 };
+    const added = { ttfcP50: ttfc.p50 - d.ttfc.p50, ttfcP99: ttfc.p99 - d.ttfc.p99, totalP50: total.p50 - d.total.p50,
+      totalP99: total.p99 - d.total.p99 };
     return { label: r.label, scheduled: r.scheduled, ok: r.ok, failures: r.scheduled - r.ok, errors: r.errors,
       errorSample: Object.values(r.errorSamples)[0] ?? null, ttfc, total, lagP99: summarize(r.lag).p99, added };
-  });
-  return { targets };
+  }) };
 }
 
 const cpuPerCall = (before: number | null, after: number | null, calls: number) => ((after ?? NaN) - (before ?? NaN)) * 1000 / calls;
 
 /** Portkey's open-source gateway (the peer): installed on first use into a cache folder, never a project dependency. */
-async function startPortkey(): Promise<Launched | null> {
+async function startPortkey() {
   try {
     const dir = join(process.env.XDG_CACHE_HOME?.trim() || join(homedir(), '.cache'), 'troupe-bench', `portkey-${PORTKEY_VERSION}`);
     const script = join(dir, 'node_modules', '@portkey-ai', 'gateway', 'build', 'start-server.js');
@@ -99,25 +89,22 @@ async function chatParts({ stamp, log }: Run, uwsNode: string | null): Promise<v
   const troupe = await startTroupe({ engine: cfg.engine, nodeBinary: cfg.engine === 'uws' ? (uwsNode ?? undefined) : undefined,
     logLevel: cfg.logLevel, upstream: { url: upstreamV1, model: BENCH_MODEL }, cpuProfDir: cfg.cpuProf ? profDir : null });
   const characterId = await createCharacter(troupe);
-  const wantsPortkey = cfg.proxies.includes('portkey') && (cfg.parts.includes('proxy') || cfg.parts.includes('cpu'));
+  const wantsPortkey = cfg.proxies.includes('portkey') && cfg.parts.some((p) => p === 'proxy' || p === 'cpu');
   const portkey = wantsPortkey ? await startPortkey() : null;
-  const troupeHeaders = { authorization: troupe.auth };
-  const candidates: [string, Launched | null, string, Record<string, string>][] = [
-    ['direct', upstream, BENCH_MODEL, {}],
-    ['pipe', pipe, BENCH_MODEL, {}],
-    ['troupe-upstream-model', troupe.child, BENCH_MODEL, troupeHeaders],
-    ['troupe-character', troupe.child, characterId, troupeHeaders],
-    ['portkey', portkey, BENCH_MODEL, { 'x-portkey-provider': 'openai', 'x-portkey-custom-host': upstreamV1 }],
+  const [plain, auth] = [{ authorization: 'Bearer sk-bench-upstream' }, { authorization: troupe.auth }];
+  const candidates: [string, typeof upstream | null, string, Record<string, string>][] = [
+    ['direct', upstream, BENCH_MODEL, plain], ['pipe', pipe, BENCH_MODEL, plain],
+    ['troupe-upstream-model', troupe.child, BENCH_MODEL, auth], ['troupe-character', troupe.child, characterId, auth],
+    ['portkey', portkey, BENCH_MODEL, { ...plain, 'x-portkey-provider': 'openai', 'x-portkey-custom-host': upstreamV1 }],
   ];
   /** The chosen targets in one mode that answer a first request; only Portkey may fail it (its streaming does on this upstream). */
   const targetsFor = async (stream: boolean) => {
-    const passed: (HttpTarget & { server: Launched })[] = [];
+    const passed: (HttpTarget & { server: typeof upstream })[] = [];
     for (const [label, server, model, headers] of candidates) {
       if (!server || (label !== 'direct' && !(cfg.proxies as string[]).includes(label))) continue;
       const body = { model, messages: MESSAGES, stream, ...(stream ? { stream_options: { include_usage: true } } : {}) };
       const target = { label, server, port: server.port, method: 'POST' as const, path: '/v1/chat/completions', stream,
-        body: Buffer.from(JSON.stringify(body)), headers: { 'content-type': 'application/json', authorization: 'Bearer sk-bench-upstream',
-          ...headers } };
+        body: Buffer.from(JSON.stringify(body)), headers: { 'content-type': 'application/json', ...headers } };
       const got = await requestOnce(target);
       const why = `${got.failure}: ${got.detail}`.slice(0, 200);
       if (got.failure === null) passed.push(target);
@@ -140,17 +127,14 @@ async function chatParts({ stamp, log }: Run, uwsNode: string | null): Promise<v
     }
   }
   for (const target of cfg.parts.includes('cpu') ? [...streamTargets, ...plainTargets] : []) {
-    const { label, server, stream } = target;
-    log(`cpu: ${label} ${stream ? 'streaming' : 'non-streaming'} alone at ${cfg.cpuRate} req/s`);
     const cpu: (number | null)[] = [];
-    const onWindow = () => void cpu.push(processCpuSeconds(server.pid));
+    const onWindow = () => void cpu.push(processCpuSeconds(target.server.pid));
     const [run] = await runLoad([target], { rate: cfg.cpuRate, warmupSec: 1, durationSec: cfg.cpuDurationSec, onWindow });
     const calls = run?.scheduled ?? 0;
-    result.cpu.push({ label, process: server.name, rate: cfg.cpuRate, calls, failures: calls - (run?.ok ?? 0),
-      cpuMsPerCall: cpuPerCall(cpu[0] ?? null, cpu[1] ?? null, calls), stream });
+    result.cpu.push({ label: target.label, process: target.server.name, rate: cfg.cpuRate, calls, failures: calls - (run?.ok ?? 0),
+      cpuMsPerCall: cpuPerCall(cpu[0] ?? null, cpu[1] ?? null, calls), stream: target.stream });
   }
   if (cfg.parts.includes('perform')) {
-    log(`perform: POST /perform and the direct streamed call interleaved at ${cfg.performRate} req/s each`);
     const { perform, direct } = await performTargets(troupe, characterId, MESSAGES[0]?.content ?? '', upstream.port);
     const runs = await runLoad([direct, perform], { rate: cfg.performRate, warmupSec: cfg.warmupSec, durationSec: cfg.durationSec });
     result.perform = { rate: cfg.performRate, ...phaseResult(runs) };
@@ -162,7 +146,7 @@ async function chatParts({ stamp, log }: Run, uwsNode: string | null): Promise<v
 }
 
 /** GET /characters/{id}: each server alone under autocannon, Troupe on both engines against the bare servers. */
-async function reads({ stamp, log }: Run, uwsNode: string | null): Promise<void> {
+async function reads({ stamp }: Run, uwsNode: string | null): Promise<void> {
   if (!uwsNode) result.notes.push('No Node here can load uWebSockets.js: the uWS read rows are missing.');
   for (const engine of uwsNode ? (['uws', 'node'] as const) : (['node'] as const)) {
     const nodeBinary = engine === 'uws' ? (uwsNode ?? undefined) : undefined;
@@ -171,19 +155,17 @@ async function reads({ stamp, log }: Run, uwsNode: string | null): Promise<void>
     const id = await createCharacter(troupe);
     const body = JSON.stringify(await callJson(troupe, 'GET', `/characters/${id}`, undefined, 200));
     const bare = await startServer(['bare', engine], { BENCH_BODY: body }, nodeBinary);
-    // The same (ignored by the bare server) header both ways, so requests are byte for byte alike.
-    const headers = { authorization: troupe.auth };
     let window = { start: 0, end: 0 };
     for (const server of [troupe.child, bare]) {
-      log(`reads: ${server.name} alone, autocannon with ${cfg.readConnections} connections`);
+      // The same (ignored by the bare server) header both ways, so requests are byte for byte alike.
+      const headers = { authorization: troupe.auth };
       const load = { url: `http://127.0.0.1:${server.port}/characters/${id}`, connections: cfg.readConnections, headers };
       await saturate({ ...load, durationSec: 1 });
       const [before, start] = [processCpuSeconds(server.pid), monotonicUs()];
-      const stats = await saturate({ ...load, durationSec: cfg.cpuDurationSec });
+      const { requestsPerSec, totalRequests: calls, failures, latencyMs } = await saturate({ ...load, durationSec: cfg.cpuDurationSec });
       if (server === troupe.child) window = { start, end: monotonicUs() };
-      result.reads.push({ engine, label: 'read', process: server.name, rate: Math.round(stats.requestsPerSec), calls: stats.totalRequests,
-        failures: stats.failures, cpuMsPerCall: cpuPerCall(before, processCpuSeconds(server.pid), stats.totalRequests),
-        latencyMs: stats.latencyMs });
+      result.reads.push({ engine, label: 'read', process: server.name, rate: Math.round(requestsPerSec), calls, failures,
+        cpuMsPerCall: cpuPerCall(before, processCpuSeconds(server.pid), calls), latencyMs });
     }
     await Promise.all([bare.stop(), troupe.stop(30_000)]);
     await addProfile(profDir, `troupe-${engine}, reads`, window);
@@ -193,42 +175,36 @@ async function reads({ stamp, log }: Run, uwsNode: string | null): Promise<void>
 const rates = () => [...new Set(result.proxy.map((p) => p.rate))];
 const find = (rate: number, mode: Mode, label: string) =>
   result.proxy.find((p) => p.rate === rate && p.mode === mode)?.targets.find((t) => t.label === label);
+const added = (rate: number, mode: Mode, label: string) => find(rate, mode, label)?.added;
+const performAdded = () => result.perform?.targets.find((t) => t.label === 'perform')?.added;
 const cpuOf = (label: string, stream: boolean) => result.cpu.find((c) => c.label === label && c.stream === stream)?.cpuMsPerCall;
+const ADDED_ROWS = [['streaming', 'ttfcP50', 'time to first content, p50'], ['streaming', 'ttfcP99', 'time to first content, p99'],
+  ['non-streaming', 'totalP50', 'total, p50'], ['non-streaming', 'totalP99', 'total, p99']] as const;
 
-/** The issue's table: per rate, each proxy's percentiles minus direct's (failures: `ok` in the next table); then CPU per call. */
+/** The issue's table: per rate, each proxy's percentiles minus direct's (failures: `ok` below); CPU per call; perform's. */
 function summaryTable(): string {
-  const rows = rates().flatMap((rate) => {
-    const added = (mode: Mode, key: keyof Phase['targets'][number]['added']) => (label: string) => ms(find(rate, mode, label)?.added[key]);
-    return ([
-      ['streaming, time to first content, p50', added('streaming', 'ttfcP50')],
-      ['streaming, time to first content, p99', added('streaming', 'ttfcP99')],
-      ['non-streaming, total, p50', added('non-streaming', 'totalP50')],
-      ['non-streaming, total, p99', added('non-streaming', 'totalP99')],
-    ] as const).map(([name, cell]) => [`${name} @ ${rate}/s`, ...PROXIES.map(cell)]);
-  });
+  const row = (name: string, cell: (label: string) => number | undefined) => [name, ...PROXIES.map((label) => ms(cell(label)))];
+  const rows = rates().flatMap((rate) => ADDED_ROWS.map(([mode, key, name]) =>
+    row(`${mode}, ${name} @ ${rate}/s`, (label) => added(rate, mode, label)?.[key])));
   for (const stream of result.cpu.length > 0 ? [true, false] : []) {
-    const name = `server CPU per ${stream ? 'stream' : 'non-streaming call'} at ${cfg.cpuRate} req/s`;
-    rows.push([name, ...PROXIES.map((label) => ms(cpuOf(label, stream)))]);
+    rows.push(row(`server CPU per ${stream ? 'stream' : 'non-streaming call'} at ${cfg.cpuRate} req/s`, (label) => cpuOf(label, stream)));
   }
+  // POST /perform minus the same upstream call made directly: Troupe only, with a character.
+  const perform = (key: 'totalP50' | 'totalP99') => (label: string) => (label === 'troupe-character' ? performAdded()?.[key] : undefined);
+  if (result.perform) rows.push(row(`POST /perform, total, p50 @ ${cfg.performRate}/s`, perform('totalP50')));
+  if (result.perform) rows.push(row(`POST /perform, total, p99 @ ${cfg.performRate}/s`, perform('totalP99')));
   return markdownTable(['added to direct (ms)', ...HEADINGS], rows, 'lrrrr');
 }
 
-/** Absolute figures of every target, direct included; "client lag": how late the generator sent, "other CPU %": the rest of the machine. */
+/** Every target's figures (perform's pair too); "client lag": how late the generator sent; "other CPU %": the rest of the machine. */
 function detailTable(): string {
-  const rows = result.proxy.flatMap((p) => p.targets.map((t) => [
+  const perform = result.perform ? [{ ...result.perform, mode: 'perform', cpuPercent: null }] : [];
+  const rows = [...result.proxy, ...perform].flatMap((p) => p.targets.map((t) => [
     p.rate, p.mode, t.label, ms(t.ttfc.p50), ms(t.ttfc.p99), ms(t.total.p50), ms(t.total.p99), `${t.ok}/${t.scheduled}`,
     Object.entries(t.errors).map(([k, n]) => `${k}:${n}`).join(' ') || '0', ms(t.lagP99), fixed(p.cpuPercent?.other, 0, '?'),
   ]));
   return markdownTable(['req/s', 'mode', 'target', 'first content p50', 'p99', 'total p50', 'p99', 'ok', 'errors', 'client lag p99',
     'other CPU %'], rows, 'rllrrrrrrrr');
-}
-
-function performTable(): string {
-  const [p, d] = ['perform', 'direct'].map((label) => result.perform?.targets.find((t) => t.label === label));
-  if (!p || !d) return '';
-  const pair = (t: typeof p) => `${ms(t.total.p50)} / ${ms(t.total.p99)}`;
-  return markdownTable(['at req/s', 'direct total p50 / p99', 'POST /perform total p50 / p99', 'added p50', 'added p99', 'failures'],
-    [[cfg.performRate, pair(d), pair(p), ms(p.added.totalP50), ms(p.added.totalP99), `${p.failures} / ${d.failures}`]], 'rrrrrr');
 }
 
 function readsTable(): string {
@@ -243,10 +219,8 @@ function readsTable(): string {
 function goalsTable(): string {
   const rows: string[][] = [];
   const goal = (name: string, figures: (number | undefined)[], test: (...v: number[]) => boolean) => {
-    const known = figures.filter((f): f is number => Number.isFinite(f));
-    if (known.length === figures.length) rows.push([name, test(...known) ? 'MET' : 'NOT met']);
+    if (figures.every(Number.isFinite)) rows.push([name, test(...(figures as number[])) ? 'MET' : 'NOT met']);
   };
-  const added = (rate: number, mode: Mode, label: string) => find(rate, mode, label)?.added;
   for (const rate of rates()) {
     const [f, t] = [added(rate, 'streaming', 'pipe'), added(rate, 'streaming', 'troupe-character')];
     goal(`streaming first content @ ${rate}/s: added p50 ≤ floor + 0.3 ms, p99 ≤ 2x floor`, [f?.ttfcP50, t?.ttfcP50, f?.ttfcP99,
@@ -262,8 +236,7 @@ function goalsTable(): string {
     goal(`non-streaming added p50 and p99 below Portkey's @ ${rate}/s`, [t?.totalP50, p?.totalP50, t?.totalP99, p?.totalP99],
       (t50, p50, t99, p99) => t50 < p50 && t99 < p99);
   }
-  const perform = result.perform?.targets.find((t) => t.label === 'perform')?.added;
-  goal('perform added p50 ≤ 1 ms, p99 ≤ 3 ms', [perform?.totalP50, perform?.totalP99], (p50, p99) => p50 <= 1 && p99 <= 3);
+  goal('perform added p50 ≤ 1 ms, p99 ≤ 3 ms', [performAdded()?.totalP50, performAdded()?.totalP99], (p50, p99) => p50 <= 1 && p99 <= 3);
   for (const engine of ['uws', 'node']) {
     const [troupe, bare] = ['troupe', 'bare'].map((name) => result.reads.find((c) => c.engine === engine && c.process.startsWith(name)));
     goal(`GET /characters/{id} CPU ≤ 2x bare ${engine}`, [troupe?.cpuMsPerCall, bare?.cpuMsPerCall], (t, b) => t <= 2 * b);
@@ -277,18 +250,16 @@ runBench('bench:gateway', 60 * 60_000, async (run) => {
   if (cfg.engine === 'uws' && uwsNode === null) throw new Error('BENCH_ENGINE=uws but no Node here can load uWebSockets.js');
   if (cfg.parts.some((p) => p !== 'reads')) await chatParts(run, uwsNode);
   if (cfg.parts.includes('reads')) await reads(run, uwsNode);
-  const { proxy, cpu, perform, reads: readRows, notes, profile, git } = result;
   const goals = goalsTable();
-  const changed = git.dirtySrc.length > 0 ? `, src/ changed: ${git.dirtySrc.length} files` : '';
+  const changed = result.git.dirtySrc.length > 0 ? `, src/ changed: ${result.git.dirtySrc.length} files` : '';
   const markdown = [
-    `## bench:gateway, ${result.startedAt} (HEAD ${git.head}${changed})`,
-    ...(proxy.length > 0 || cpu.length > 0 ? [summaryTable()] : []),
-    ...(proxy.length > 0 ? ['### Every target', detailTable()] : []),
-    ...(perform ? ['### Perform', performTable()] : []),
-    ...(readRows.length > 0 ? ['### GET /characters/{id} (autocannon, each server alone; bench:http)', readsTable()] : []),
+    `## bench:gateway, ${result.startedAt} (HEAD ${result.git.head}${changed})`,
+    ...(result.proxy.length > 0 || result.cpu.length > 0 || result.perform ? [summaryTable()] : []),
+    ...(result.proxy.length > 0 || result.perform ? ['### Every target', detailTable()] : []),
+    ...(result.reads.length > 0 ? ['### GET /characters/{id} (autocannon, each server alone; bench:http)', readsTable()] : []),
     ...(goals ? ['### Goals (issue 12, item 2)', goals] : []),
-    ...(notes.length > 0 ? ['### Notes', notes.map((n) => `- ${n}`).join('\n')] : []),
-    ...(profile ? ['### CPU profile of Troupe', `\`\`\`\n${profile}\n\`\`\``] : []),
+    ...(result.notes.length > 0 ? ['### Notes', result.notes.map((n) => `- ${n}`).join('\n')] : []),
+    ...(result.profile ? ['### CPU profile of Troupe', `\`\`\`\n${result.profile}\n\`\`\``] : []),
   ].join('\n\n');
   const paths = await writeResults('gateway', run.stamp, result, markdown);
   process.stdout.write(`${markdown}\n\nWrote ${paths.json}\nand ${paths.markdown}\n`);

@@ -1,40 +1,30 @@
 /**
- * `npm run bench:memory`: Troupe's memory at rest (Linux /proc) on PGlite and PostgreSQL, a first start on an empty store
- * and a restart on the store it left; docs/benchmarks.md ("Memory at rest") says what each figure is. Environment
- * (defaults): BENCH_RUNS (3), BENCH_SETTLE_MS (10000), BENCH_IDLE_WINDOW_MS (2000), BENCH_BACKENDS (pglite,postgres),
- * BENCH_DATABASE_URL (postgres://postgres@127.0.0.1:5432/test), BENCH_COMPARE (label=/path/to/other/checkout: measured in
- * the same run, interleaved run by run, so both share the machine's noise). Writes loadtest/results/memory-<stamp>.{json,md}.
+ * `npm run bench:memory`: Troupe's memory at rest (Linux /proc) on PGlite and PostgreSQL, a first start on an empty store and a
+ * restart on the store it left. Figures: docs/benchmarks.md, Memory at rest; knobs: docs/benchmarks.md, Memory at rest: settings.
  */
 import { existsSync } from 'node:fs';
 import { availableParallelism, cpus, totalmem } from 'node:os';
 import { join, resolve } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { logger, ROOT, runBench } from './support/children.ts';
+import { ROOT, runBench } from './support/children.ts';
 import { envDatabaseUrl, envList, envNumber, envText, redactUrl } from './support/env.ts';
 import { processMemory, processTree } from './support/proc.ts';
 import { markdownTable, median, writeResults } from './support/report.ts';
 import { callJson, freshStore, startTroupe, type Troupe } from './support/troupe.ts';
 
 const BACKENDS = ['pglite', 'postgres'] as const;
-type Backend = (typeof BACKENDS)[number];
 const STARTS = ['first', 'restart'] as const;
 const MB = 2 ** 20;
-const log = logger('memory');
-if (process.argv.length > 2) throw new Error('bench:memory takes BENCH_* variables (see loadtest/memory.ts), not arguments');
+if (process.argv.length > 2) throw new Error('bench:memory takes BENCH_* variables (docs/benchmarks.md), not arguments');
 const cfg = {
-  runs: envNumber('BENCH_RUNS', 3, 1),
-  settleMs: envNumber('BENCH_SETTLE_MS', 10_000, 0),
-  idleWindowMs: envNumber('BENCH_IDLE_WINDOW_MS', 2_000, 100),
-  backends: envList('BENCH_BACKENDS', BACKENDS),
-  databaseUrl: envDatabaseUrl(),
+  runs: envNumber('BENCH_RUNS', 3, 1), settleMs: envNumber('BENCH_SETTLE_MS', 10_000, 0),
+  idleWindowMs: envNumber('BENCH_IDLE_WINDOW_MS', 2_000, 100), backends: envList('BENCH_BACKENDS', BACKENDS), databaseUrl: envDatabaseUrl(),
 };
-const trees = [{ label: 'current', dir: ROOT }];
-const compare = envText('BENCH_COMPARE');
-const [compareLabel, compareDir] = compare?.split('=') ?? [];
-if (compare && !(compareLabel && compareDir && existsSync(join(compareDir, 'src', 'main.ts')))) {
+const [compareLabel, compareDir] = envText('BENCH_COMPARE')?.split('=') ?? [];
+if (compareLabel !== undefined && !(compareLabel && compareDir && existsSync(join(compareDir, 'src', 'main.ts')))) {
   throw new Error('BENCH_COMPARE takes label=/path/to/a/troupe/checkout (with src/main.ts)');
 }
-if (compareLabel && compareDir) trees.push({ label: compareLabel, dir: resolve(compareDir) });
+const trees = [{ label: 'current', dir: ROOT }, ...(compareLabel && compareDir ? [{ label: compareLabel, dir: resolve(compareDir) }] : [])];
 
 const sumRss = (pids: number[]) => pids.reduce((sum, p) => sum + (processMemory(p)?.rss || 0), 0);
 const mb = (bytes: number) => Math.round((bytes / MB) * 10) / 10;
@@ -75,23 +65,16 @@ const cell = (s: ReturnType<typeof stat>) => `${s.median.toFixed(0)} (${s.min.to
 runBench('bench:memory', 60 * 60_000, async ({ stamp }) => {
   const host = { node: process.version, nproc: availableParallelism(), cpuModel: cpus()[0]?.model ?? 'unknown',
     totalMemMb: Math.round(totalmem() / MB) };
-  const checkouts = trees.map((t) => t.label).join(' vs ');
-  log(`${cfg.runs} run(s) x ${cfg.backends.join(', ')} x ${checkouts}, settle ${cfg.settleMs} ms; ${host.nproc} CPUs, node ${host.node}`);
-  const results: (Awaited<ReturnType<typeof measureStart>> & { tree: string; backend: Backend; start: string; run: number })[] = [];
+  const results: (Awaited<ReturnType<typeof measureStart>> & { tree: string; backend: string; start: string; run: number })[] = [];
   for (const backend of cfg.backends) {
     for (let run = 1; run <= cfg.runs; run++) {
       // Alternating order, so neither checkout always starts right after the other.
       for (const tree of run % 2 === 1 ? trees : [...trees].reverse()) {
-        const storage = await freshStore(backend, cfg.databaseUrl);
+        const store = await freshStore(backend, cfg.databaseUrl);
         try {
-          for (const start of STARTS) {
-            const r = { tree: tree.label, backend, start, run, ...(await measureStart(tree.dir, storage.env)) };
-            log(`${tree.label} ${backend} ${start} start, run ${run}: listening after ${r.startupMs} ms, ` +
-              `peak ${r.peakMb} MB (tree ${r.treePeakMb}), idle ${r.idleRssMb} MB`);
-            results.push(r);
-          }
+          for (const start of STARTS) results.push({ tree: tree.label, backend, start, run, ...(await measureStart(tree.dir, store.env)) });
         } finally {
-          await storage.dispose();
+          await store.dispose();
         }
       }
     }
@@ -107,19 +90,15 @@ runBench('bench:memory', 60 * 60_000, async ({ stamp }) => {
     const base = summary.find((o) => o.tree !== 'current' && o.backend === s.backend && o.start === s.start);
     return cell(s[key]) + (s.tree === 'current' && base ? ` ×${(s[key].median / base[key].median).toFixed(2)}` : '');
   };
-  const table = markdownTable(
-    ['checkout', 'backend', 'start', 'runs', 'to listening (ms)', 'peak, VmHWM (MB)', 'peak of tree, sampled (MB)', 'processes',
-      'idle RSS (MB)', 'threads'],
-    summary.map((s) => [s.tree, s.backend, s.start, s.runs, cell(s.startupMs), withRatio(s, 'peakMb'), cell(s.treePeakMb), s.processes,
-      withRatio(s, 'idleRssMb'), cell(s.threads)]),
-    'lllrrrrrrr',
-  );
+  const header = ['checkout', 'backend', 'start', 'runs', 'to listening (ms)', 'peak, VmHWM (MB)', 'peak of tree, sampled (MB)',
+    'processes', 'idle RSS (MB)', 'threads'];
+  const table = markdownTable(header, summary.map((s) => [s.tree, s.backend, s.start, s.runs, cell(s.startupMs), withRatio(s, 'peakMb'),
+    cell(s.treePeakMb), s.processes, withRatio(s, 'idleRssMb'), cell(s.threads)]), 'lllrrrrrrr');
   const markdown = `${table}\n\nMedian (min–max) of ${cfg.runs} run(s); 'first' starts on an empty store (PGlite runs initdb), ` +
     `'restart' on the store the first start left. Idle RSS = median over ${cfg.idleWindowMs} ms after ${cfg.settleMs} ms settle + ` +
     `GET /healthz, /readyz; ×: current / ${trees[1]?.label ?? 'baseline'}. ${host.nproc} CPUs (${host.cpuModel}), ` +
     `${host.totalMemMb} MB RAM, node ${host.node}.`;
-  process.stdout.write(`\n${markdown}\n`);
   const config = { ...cfg, databaseUrl: redactUrl(cfg.databaseUrl), trees };
-  const json = { benchmark: 'memory', stamp, config, machine: host, summary, results };
-  log(`wrote ${(await writeResults('memory', stamp, json, markdown)).json}`);
+  const paths = await writeResults('memory', stamp, { benchmark: 'memory', stamp, config, machine: host, summary, results }, markdown);
+  process.stdout.write(`\n${markdown}\n\nwrote ${paths.json}\n`);
 });

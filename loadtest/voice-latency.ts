@@ -1,9 +1,7 @@
 /**
- * `npm run bench:voice`: Troupe's own share of a voice turn with real audio, timed on one clock in this process (the real
- * server on PGlite, its room WebSocket, one character's voice agent, the local flite and pocketsphinx speech server, a fake
- * LLM streaming word by word). docs/benchmarks.md ("Voice turn latency") says what each segment covers; budget (issue 11):
- * p95 <= 30 ms each. Environment (defaults): BENCH_TURNS (40), BENCH_LLM_CHUNK_MS (20: the LLM's gap between words).
- * Writes loadtest/results/voice-latency-<stamp>.{json,md}.
+ * `npm run bench:voice`: Troupe's own share of a voice turn with real audio, timed on one clock in this process (the real server
+ * on PGlite, its room WebSocket, one character's voice agent, the local flite and pocketsphinx speech server, a fake LLM streaming
+ * word by word). Segments, budget (p95 <= 30 ms each, issue 11) and knobs: docs/benchmarks.md, Voice turn latency: settings.
  */
 import { inference, voice } from '@livekit/agents';
 import pino from 'pino';
@@ -16,7 +14,7 @@ import { RoomVoiceAgent } from '../src/voice/room-voice-agent.ts';
 import { SpeechClient, TTS_SAMPLE_RATE, type SynthesisOptions } from '../src/voice/speech.ts';
 import { startSpeechServer } from '../test/support/speech-server.ts';
 import { startV1Fixture } from '../test/support/v1.ts';
-import { gitState, logger, machine, runBench } from './support/children.ts';
+import { gitState, machine, runBench } from './support/children.ts';
 import { envNumber } from './support/env.ts';
 import { markdownTable, percentile, roundSummary, sortedCopy, summarize, writeResults } from './support/report.ts';
 
@@ -25,9 +23,8 @@ const LINE = 'Mira, open the gate';
 const ANSWER = 'The harbour gate is open for you tonight.';
 const BUDGET_MS = 30;
 const now = () => performance.timeOrigin + performance.now();
-const log = logger('voice-latency');
 
-if (process.argv.length > 2) throw new Error('bench:voice takes BENCH_* variables (see loadtest/voice-latency.ts), not arguments');
+if (process.argv.length > 2) throw new Error('bench:voice takes BENCH_* variables (docs/benchmarks.md), not arguments');
 const turns = envNumber('BENCH_TURNS', 40, 1);
 const chunkMs = envNumber('BENCH_LLM_CHUNK_MS', 20, 0);
 /** JSON key and table row of each timed span; the last one is the whole turn, outside the budget. */
@@ -97,26 +94,21 @@ runBench('bench:voice', 20 * 60_000, async (run) => {
   const pcm = Buffer.concat(chunks);
   const utterance = new Int16Array(pcm.buffer, pcm.byteOffset, pcm.length / 2).slice();
   const samples: number[][] = SEGMENTS.map(() => []);
+  const chats = () => f.upstream.requests.filter((r) => r.path === '/v1/chat/completions');
   for (let turn = 1; turn <= turns; turn++) {
     f.upstream.script({ text: ANSWER, chunkDelayMs: chunkMs });
-    const chatsBefore = f.upstream.requests.filter((r) => r.path === '/v1/chat/completions').length;
+    const chatsBefore = chats().length;
     const done = new Promise<void>((resolve) => (linesDone = resolve));
     // The listening path and the character's voice each read their own stream of the microphone.
     await Promise.all(microphones.map((mic) => mic.pushPcm(utterance, TTS_SAMPLE_RATE)));
     await Promise.all(microphones.map((mic) => mic.pushSilence(800, TTS_SAMPLE_RATE)));
     await done;
-    const stt = speech.transcribed.at(-1)!;
-    const chat = f.upstream.requests.filter((r) => r.path === '/v1/chat/completions')[chatsBefore]!;
-    const tts = speech.synthesized.at(-1)!;
-    const frame = firstFrames.at(-1)!;
-    const spans = [chat.receivedAt - stt.end, tts.start - (chat.lastChunkAt ?? Number.NaN), frame - (tts.firstBytes ?? Number.NaN),
-      frame - stt.start];
+    const [stt, chat, tts, frame] = [speech.transcribed.at(-1)!, chats()[chatsBefore]!, speech.synthesized.at(-1)!, firstFrames.at(-1)!];
+    const spans = [chat.receivedAt - stt.end, tts.start - (chat.lastChunkAt ?? NaN), frame - (tts.firstBytes ?? NaN), frame - stt.start];
     spans.forEach((ms, i) => samples[i]!.push(ms));
-    log(`turn ${turn}/${turns}: a ${spans[0]!.toFixed(1)} ms, b ${spans[1]!.toFixed(1)} ms, c ${spans[2]!.toFixed(1)} ms`);
   }
   const table = markdownTable(['segment', 'p50', 'p95', 'max', 'budget'], SEGMENTS.map(([, name], i) => {
-    const values = samples[i]!;
-    const [s, p95] = [summarize(values), percentile(sortedCopy(values), 95)];
+    const [s, p95] = [summarize(samples[i]!), percentile(sortedCopy(samples[i]!), 95)];
     const budget = i === SEGMENTS.length - 1 ? '' : p95 <= BUDGET_MS ? 'within' : '**over**';
     return [name, s.p50.toFixed(1), p95.toFixed(1), s.max.toFixed(1), budget];
   }), 'lrrrl');
