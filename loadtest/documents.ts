@@ -48,7 +48,6 @@ const log = logger('bench:documents');
 const f = (v: number | null | undefined, digits = 1) => fixed(v, digits, 'n/a');
 /** Milliseconds until `work()` settles, counted from before it starts. */
 const timed = (work: () => Promise<unknown>, t0 = performance.now()) => work().then(() => performance.now() - t0);
-
 // Seeded English-like text (same seed, same bytes): function words as common as in English prose (the 'simple'
 // text-search configuration keeps them, so they match nearly every chunk), then made-up words in a long Zipf tail.
 const FUNCTION_WORDS = ('the of and to a in that is was he for it with as his on be at by i this had not are but from or have an ' +
@@ -62,7 +61,6 @@ for (const random = seeded(7); VOCABULARY.size < FUNCTION_WORDS.length + 20_000;
   VOCABULARY.add(Array.from({ length: 2 + Math.floor(random() * 3) }, () => SYLLABLES[Math.floor(random() * SYLLABLES.length)]).join(''));
 }
 const WORDS = [...VOCABULARY];
-
 /** Words drawn with weight 1 / rank into sentences of 8-22 words and paragraphs of 3-7 sentences. */
 function prose(seed: number) {
   const random = seeded(seed);
@@ -86,7 +84,6 @@ function prose(seed: number) {
   };
   return { paragraphs, heading: () => times(2, 4, () => upperFirst(word())).join(' ') };
 }
-
 /** Sections of a heading, a noise image (deflate cannot shrink it; the images make about `bytes`) and `chars` of text. */
 function sections(seed: number, count: number, chars: number, bytes: number) {
   const text = prose(seed);
@@ -94,7 +91,6 @@ function sections(seed: number, count: number, chars: number, bytes: number) {
   const image = () => Buffer.from(makePng(side, side, randomFillSync(new Uint8Array(side * side))));
   return Array.from({ length: count }, () => ({ heading: text.heading(), image: image(), paragraphs: text.paragraphs(chars) }));
 }
-
 /** The files to ingest, about `bytes` long: pdf and docx are 2 MiB of text plus one noise image per page/section (as real ones). */
 const FILES = {
   text: ['big.txt', 'text/plain', async (bytes: number) => Buffer.from(prose(1).paragraphs(bytes).join('\n\n').slice(0, bytes))],
@@ -115,7 +111,6 @@ const FILES = {
     ]) }] }))],
 } as const;
 type StagedFile = { id: string; name: string; mimeType: string; path: string; bytes: number };
-
 /** Back-to-back GET /healthz until stopped, with a url (process mode: in-process it would load the measured loop); then `window()`. */
 function probeHealthz(url: string | null, window: () => Promise<LoopReport>) {
   const latencies: number[] = [];
@@ -128,7 +123,6 @@ function probeHealthz(url: string | null, window: () => Promise<LoopReport>) {
   })();
   return () => ((url = null), loop.then(async () => ({ healthz: latencies.length ? summarize(latencies) : null, loop: await window() })));
 }
-
 async function measureIngest(file: StagedFile, backend: Backend, mode: (typeof MODES)[number], run: number) {
   const label = `ingest ${file.id} ${backend} ${mode} #${run}`;
   const [key, store] = [newBootstrapKey(), await freshStore(backend, DATABASE_URL)];
@@ -174,7 +168,6 @@ async function measureIngest(file: StagedFile, backend: Backend, mode: (typeof M
     for (const step of cleanup) await step().catch((err: unknown) => log(`${label}: cleanup failed: ${String(err)}`));
   }
 }
-
 async function measureRetrieval(backend: Backend) {
   const store = await freshStore(backend, DATABASE_URL);
   const { db, ownConnection, close } = await openDatabase({ databaseUrl: store.url, dataDir: store.dir ?? '', poolSize: 4 });
@@ -271,7 +264,6 @@ async function measureRetrieval(backend: Backend) {
     await store.dispose();
   }
 }
-
 runBench('bench:documents', envNumber('BENCH_MAX_RUN_SEC', 3600, 60) * 1000, async ({ stamp }) => {
   const git = await gitState();
   const out: Record<string, unknown> = { stamp, machine: machine(), git, parts: PARTS, runs: RUNS };

@@ -1,7 +1,6 @@
 /**
  * `npm run bench:gateway`: what Troupe adds to an OpenAI-compatible call next to a floor (a bare node:http pipe proxy) and a peer
- * (Portkey's gateway), over one fake upstream. Parts (proxy, cpu, perform, reads) and knobs: docs/benchmarks.md, Gateway: settings.
- */
+ * (Portkey's gateway), over one fake upstream. Parts (proxy, cpu, perform, reads) and knobs: docs/benchmarks.md, Gateway: settings. */
 import { existsSync } from 'node:fs';
 import { homedir } from 'node:os';
 import { join } from 'node:path';
@@ -29,7 +28,6 @@ const cfg = {
 if (cfg.engine !== 'node' && cfg.engine !== 'uws') throw new Error(`BENCH_ENGINE must be node or uws, got '${String(cfg.engine)}'`);
 const MESSAGES = [{ role: 'user', content: 'The fog is thick tonight. Which ships came in, and did any of them fly a black flag?' }];
 const PORTKEY_VERSION = '1.15.2';
-
 type Mode = 'streaming' | 'non-streaming';
 type Phase = ReturnType<typeof phaseResult>;
 /** cpuMsPerCall is NaN (null in the JSON) where /proc could not be read. */
@@ -40,7 +38,6 @@ const result = {
   proxy: [] as (Phase & { rate: number; mode: Mode; cpuPercent: CpuWindow | null })[], cpu: [] as CpuRow[],
   perform: null as (Phase & { rate: number }) | null, reads: [] as CpuRow[], notes: [] as string[], profile: null as string | null,
 };
-
 /** Per target: p50/p99, failures, generator lag (p99 ms: large means the client was slow) and each percentile minus direct's. */
 function phaseResult(runs: readonly TargetRun[]) {
   const p50p99 = (values: readonly number[]) => (({ p50, p99 }) => ({ p50, p99 }))(summarize(values));
@@ -54,9 +51,7 @@ function phaseResult(runs: readonly TargetRun[]) {
       errorSample: Object.values(r.errorSamples)[0] ?? null, ttfc, total, lagP99: summarize(r.lag).p99, added };
   }) };
 }
-
 const cpuPerCall = (before: number | null, after: number | null, calls: number) => ((after ?? NaN) - (before ?? NaN)) * 1000 / calls;
-
 /** Portkey's open-source gateway (the peer): installed on first use into a cache folder, never a project dependency. */
 async function startPortkey() {
   try {
@@ -73,13 +68,11 @@ async function startPortkey() {
     return null;
   }
 }
-
 /** With BENCH_CPU_PROF: the top frames of the profile Troupe wrote into `dir` on its way out. */
 async function addProfile(dir: string, label: string, window: { start: number; end: number }): Promise<void> {
   const text = cfg.cpuProf ? await profileText(dir, window, label) : null;
   if (text) result.profile = [result.profile, text].filter(Boolean).join('\n\n');
 }
-
 /** proxy, cpu and perform: one upstream, the pipe, one Troupe and Portkey, stopped at the end. */
 async function chatParts({ stamp, log }: Run, uwsNode: string | null): Promise<void> {
   const upstream = await startUpstream({ BENCH_REPLY_TOKENS: String(cfg.tokens), BENCH_REPLY_GAP_MS: String(cfg.chunkDelayMs) });
@@ -144,7 +137,6 @@ async function chatParts({ stamp, log }: Run, uwsNode: string | null): Promise<v
   await Promise.all([pipe.stop(), portkey?.stop(), troupe.stop(30_000), upstream.stop()]);
   await addProfile(profDir, `troupe-${cfg.engine}, proxy/cpu/perform`, { start: measuredFrom, end: measuredTo });
 }
-
 /** GET /characters/{id}: each server alone under autocannon, Troupe on both engines against the bare servers. */
 async function reads({ stamp }: Run, uwsNode: string | null): Promise<void> {
   if (!uwsNode) result.notes.push('No Node here can load uWebSockets.js: the uWS read rows are missing.');
@@ -171,7 +163,6 @@ async function reads({ stamp }: Run, uwsNode: string | null): Promise<void> {
     await addProfile(profDir, `troupe-${engine}, reads`, window);
   }
 }
-
 const rates = () => [...new Set(result.proxy.map((p) => p.rate))];
 const find = (rate: number, mode: Mode, label: string) =>
   result.proxy.find((p) => p.rate === rate && p.mode === mode)?.targets.find((t) => t.label === label);
@@ -180,7 +171,6 @@ const performAdded = () => result.perform?.targets.find((t) => t.label === 'perf
 const cpuOf = (label: string, stream: boolean) => result.cpu.find((c) => c.label === label && c.stream === stream)?.cpuMsPerCall;
 const ADDED_ROWS = [['streaming', 'ttfcP50', 'time to first content, p50'], ['streaming', 'ttfcP99', 'time to first content, p99'],
   ['non-streaming', 'totalP50', 'total, p50'], ['non-streaming', 'totalP99', 'total, p99']] as const;
-
 /** The issue's table: per rate, each proxy's percentiles minus direct's (failures: `ok` below); CPU per call; perform's. */
 function summaryTable(): string {
   const row = (name: string, cell: (label: string) => number | undefined) => [name, ...PROXIES.map((label) => ms(cell(label)))];
@@ -195,7 +185,6 @@ function summaryTable(): string {
   if (result.perform) rows.push(row(`POST /perform, total, p99 @ ${cfg.performRate}/s`, perform('totalP99')));
   return markdownTable(['added to direct (ms)', ...HEADINGS], rows, 'lrrrr');
 }
-
 /** Every target's figures (perform's pair too); "client lag": how late the generator sent; "other CPU %": the rest of the machine. */
 function detailTable(): string {
   const perform = result.perform ? [{ ...result.perform, mode: 'perform', cpuPercent: null }] : [];
@@ -206,7 +195,6 @@ function detailTable(): string {
   return markdownTable(['req/s', 'mode', 'target', 'first content p50', 'p99', 'total p50', 'p99', 'ok', 'errors', 'client lag p99',
     'other CPU %'], rows, 'rllrrrrrrrr');
 }
-
 function readsTable(): string {
   const bareUws = result.reads.find((c) => c.process === 'bare-uws')?.rate;
   const rows = result.reads.map((c) => [c.engine ?? '?', c.process, c.rate, bareUws ? (c.rate / bareUws).toFixed(2) : '—',
@@ -214,7 +202,6 @@ function readsTable(): string {
   return markdownTable(['engine', 'server', 'req/s', 'req/s ÷ bare uWS', 'p50 (ms)', 'p99 (ms)', 'non-2xx / errors',
     'server CPU per request'], rows, 'llrrrrrr');
 }
-
 /** Issue 12 item 2, goal by goal; a goal whose figures were not all measured is left out. */
 function goalsTable(): string {
   const rows: string[][] = [];
@@ -243,7 +230,6 @@ function goalsTable(): string {
   }
   return rows.length > 0 ? markdownTable(['goal', 'verdict'], rows, 'll') : '';
 }
-
 runBench('bench:gateway', 60 * 60_000, async (run) => {
   Object.assign(result, { git: await gitState(), startedAt: new Date(run.started).toISOString() });
   const uwsNode = cfg.engine === 'uws' || cfg.parts.includes('reads') ? (await uwsEngineNode(true, run.log)).path : null;

@@ -1,7 +1,6 @@
 /**
  * `npm run bench:memory`: Troupe's memory at rest (Linux /proc) on PGlite and PostgreSQL, a first start on an empty store and a
- * restart on the store it left. Figures: docs/benchmarks.md, Memory at rest; knobs: docs/benchmarks.md, Memory at rest: settings.
- */
+ * restart on the store it left. Figures: docs/benchmarks.md, Memory at rest; knobs: docs/benchmarks.md, Memory at rest: settings. */
 import { existsSync } from 'node:fs';
 import { availableParallelism, cpus, totalmem } from 'node:os';
 import { join, resolve } from 'node:path';
@@ -25,10 +24,8 @@ if (compareLabel !== undefined && !(compareLabel && compareDir && existsSync(joi
   throw new Error('BENCH_COMPARE takes label=/path/to/a/troupe/checkout (with src/main.ts)');
 }
 const trees = [{ label: 'current', dir: ROOT }, ...(compareLabel && compareDir ? [{ label: compareLabel, dir: resolve(compareDir) }] : [])];
-
 const sumRss = (pids: number[]) => pids.reduce((sum, p) => sum + (processMemory(p)?.rss || 0), 0);
 const mb = (bytes: number) => Math.round((bytes / MB) * 10) / 10;
-
 /** One start: time to listening, the peaks (VmHWM; the process tree's RSS sampled every 50 ms), idle RSS, then a graceful stop. */
 async function measureStart(dir: string, settings: Record<string, string>) {
   const t0 = performance.now();
@@ -58,10 +55,8 @@ async function measureStart(dir: string, settings: Record<string, string>) {
     await troupe?.stop(15_000);
   }
 }
-
 const stat = (v: number[]) => ({ median: median(v), min: Math.min(...v), max: Math.max(...v) });
 const cell = (s: ReturnType<typeof stat>) => `${s.median.toFixed(0)} (${s.min.toFixed(0)}–${s.max.toFixed(0)})`;
-
 runBench('bench:memory', 60 * 60_000, async ({ stamp }) => {
   const host = { node: process.version, nproc: availableParallelism(), cpuModel: cpus()[0]?.model ?? 'unknown',
     totalMemMb: Math.round(totalmem() / MB) };

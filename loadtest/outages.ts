@@ -4,8 +4,7 @@
  * load up BENCH_AFTER_MS more and checks every history and socket stream (outage-support/check.ts). Settings: `settings`
  * below, plus BENCH_SCENARIOS, BENCH_FAILOVER_MS, BENCH_PG_MODES and BENCH_MAX_RUN_SEC [600]; BENCH_READ_RATE is per process,
  * BENCH_SOCKET_GRACE_MS how long after its 200 a socket must have the reply. Troupe logs are kept for a scenario with a timeout,
- * a lost, duplicated or reordered message, or a process that exited with a code.
- */
+ * a lost, duplicated or reordered message, or a process that exited with a code. */
 import { mkdir, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -31,7 +30,6 @@ export type Settings = typeof settings;
 const failovers = envRates('BENCH_FAILOVER_MS', '5000,2000').sort((a, b) => b - a);
 const pgModes = envList('BENCH_PG_MODES', ['reset', 'blackhole'] as const);
 const log = logger('bench:outages');
-
 type Spread = { n: number; p50: number | null; p99: number | null; max: number | null };
 const rounded = (v: number) => (Number.isFinite(v) ? Math.round(v) : null);
 function spread(values: readonly number[]): Spread {
@@ -44,7 +42,6 @@ const perSlot = <T>(f: (slot: Slot) => T): Record<Slot, T> => ({ A: f('A'), B: f
 async function waitUntil(done: () => boolean, capMs: number): Promise<void> {
   for (const end = performance.now() + capMs; !done() && performance.now() < end; ) await sleep(100);
 }
-
 /** Per conversation in `convs`: ms from `since` to its first right 200 among the sends `which` picks; `missing`: none yet. */
 function recovery(rig: Rig, convs: readonly number[], since: number, which: (s: Send) => boolean) {
   const oks = convs.map((conv) => rig.sends.filter((s) => s.conv === conv && s.status === 200 && s.answeredTag === s.tag && which(s)));
@@ -57,7 +54,6 @@ function bySlot(rig: Rig, convs: readonly number[], since: number) {
   const both = convs.map((_, i) => Math.max(slots.A.times[i] ?? Number.NaN, slots.B.times[i] ?? Number.NaN)).filter(Number.isFinite);
   return { slots, both, missing: slots.A.missing + slots.B.missing };
 }
-
 /** Per slot, after `from`: when `/readyz` first failed, and when it answered 200 again (ms after `from`). */
 function readiness(rig: Rig, from: number) {
   const after = (t?: number) => (t === undefined ? null : Math.round(t - from));
@@ -67,11 +63,9 @@ function readiness(rig: Rig, from: number) {
     return { notReadyAfterMs: after(down?.t), readyAgainAfterMs: after(down && polls.find((r) => r.t > down.t && r.ok)?.t) };
   });
 }
-
 /** How many lines, over every process, logged `msg`. */
 const logLines = (rig: Rig, msg: string) =>
   rig.all.reduce((n, node) => n + node.troupe.child.output().split(`"msg":${JSON.stringify(msg)}`).length - 1, 0);
-
 /** A fresh rig under load, its `fault`, then the checks; `fault` resolves with what to measure once every answer is in. */
 async function scenario<T extends object>(name: string, options: Partial<{ proxyDatabase: boolean; failoverMs: number }>,
   fault: (rig: Rig, convs: number[]) => Promise<() => T>) {
@@ -111,7 +105,6 @@ async function scenario<T extends object>(name: string, options: Partial<{ proxy
     await rig.close();
   }
 }
-
 const redisRestart = () => scenario('redis restart', {}, async (rig, convs) => {
   const tFault = rig.now();
   const downMs = await rig.redis.restart();
@@ -125,7 +118,6 @@ const redisRestart = () => scenario('redis restart', {}, async (rig, convs) => {
       messagesAfterFault: tallied(rig.sends.filter((x) => x.t0 >= tFault && x.t0 < tFault + 5_000)), readiness: readiness(rig, tFault) };
   };
 });
-
 const processKill = (failoverMs: number) => scenario(`SIGKILL, ACTOR_FAILOVER_MS=${failoverMs}`, { failoverMs }, async (rig, convs) => {
   const victim = rig.route.A;
   const placement = await roomPlacement(rig.redis.url);
@@ -144,7 +136,6 @@ const processKill = (failoverMs: number) => scenario(`SIGKILL, ACTOR_FAILOVER_MS
       failoverTimeMs: spread(failover().times), notTakenOver, otherConversationsReplyMs: spread(rig.sends.filter(others).map(took)) };
   };
 });
-
 const postgresOutage = (mode: 'reset' | 'blackhole') => scenario(`PostgreSQL ${mode}`, { proxyDatabase: true }, async (rig, convs) => {
   const tCut = rig.now();
   await rig.pgProxy!.cut(mode);
@@ -175,7 +166,6 @@ const postgresOutage = (mode: 'reset' | 'blackhole') => scenario(`PostgreSQL ${m
       readsBackMs: perSlot(readBack), readiness: readiness(rig, tCut) };
   };
 });
-
 const rollingRestart = () => scenario('rolling restart', {}, async (rig) => {
   const steps: { tTerm: number; node: string; drainMs: number; exitCode: number | null; inFlight: Send[]; startMs: number }[] = [];
   for (const slot of SLOTS) {
@@ -196,9 +186,7 @@ const rollingRestart = () => scenario('rolling restart', {}, async (rig) => {
   return () => ({ steps: steps.map(({ tTerm, inFlight, ...s }) => ({ ...s, inFlight: inFlight.length, inFlightOutcomes: tallied(inFlight),
     refusedMeanwhile: tallied(rig.sends.filter((x) => x.status !== 200 && x.t0 >= tTerm && x.t0 < tTerm + s.drainMs + s.startMs)) })) });
 });
-
 type Result = Awaited<ReturnType<typeof redisRestart | typeof processKill | typeof postgresOutage | typeof rollingRestart>>;
-
 const ms = (v: number | null | undefined) => (v === null || v === undefined ? '–' : v >= 10_000 ? `${(v / 1000).toFixed(1)} s` : `${v} ms`);
 const p50max = (s: Spread) => (s.n === 0 ? '–' : `${ms(s.p50)} / ${ms(s.max)}`);
 const p50p99max = (s: Spread) => (s.n === 0 ? '–' : `${ms(s.p50)} / ${ms(s.p99)} / ${ms(s.max)} (n=${s.n})`);
@@ -208,7 +196,6 @@ const readyCells = (r: ReturnType<typeof readiness>) => SLOTS.map(
   (s) => (r[s].notReadyAfterMs === null ? 'stayed 200' : `${ms(r[s].notReadyAfterMs)} / ${ms(r[s].readyAgainAfterMs)}`)).join('; ');
 const storedCodes = (h: Result['history']) =>
   Object.entries(h.refusedStoredByCode).map(([code, n]) => `${code}: ${n.answered} / ${n.unanswered}`).join('; ').replace(/.+/, ' ($&)');
-
 function markdown(results: readonly Result[]): string {
   const out: string[] = [];
   // `header`: the column titles, separated by " | ".
@@ -255,7 +242,6 @@ function markdown(results: readonly Result[]): string {
     s.missed, s.incomplete, s.duplicated, s.reordered, s.phantom, counts(s.errors, '')]]);
   return out.join('\n\n');
 }
-
 runBench('bench:outages', envNumber('BENCH_MAX_RUN_SEC', 600, 30) * 1000, async ({ stamp, started }) => {
   settings.logDir = join(settings.logDir, `outages-${stamp}-logs`);
   const results: Result[] = [];

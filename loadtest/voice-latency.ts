@@ -1,8 +1,7 @@
 /**
  * `npm run bench:voice`: Troupe's own share of a voice turn with real audio, timed on one clock in this process (the real server
  * on PGlite, its room WebSocket, one character's voice agent, the local flite and pocketsphinx speech server, a fake LLM streaming
- * word by word). Segments, budget (p95 <= 30 ms each, issue 11) and knobs: docs/benchmarks.md, Voice turn latency: settings.
- */
+ * word by word). Segments, budget (p95 <= 30 ms each, issue 11) and knobs: docs/benchmarks.md, Voice turn latency: settings. */
 import { inference, voice } from '@livekit/agents';
 import pino from 'pino';
 import { loadConfig } from '../src/config.ts';
@@ -23,7 +22,6 @@ const LINE = 'Mira, open the gate';
 const ANSWER = 'The harbour gate is open for you tonight.';
 const BUDGET_MS = 30;
 const now = () => performance.timeOrigin + performance.now();
-
 if (process.argv.length > 2) throw new Error('bench:voice takes BENCH_* variables (docs/benchmarks.md), not arguments');
 const turns = envNumber('BENCH_TURNS', 40, 1);
 const chunkMs = envNumber('BENCH_LLM_CHUNK_MS', 20, 0);
@@ -34,7 +32,6 @@ const SEGMENTS = [
   ['ttsBytesToFirstFrame', 'c. first TTS bytes -> first audio frame'],
   ['endOfSpeechToFirstFrame', 'end of speech -> first audio frame (all of it, speech server and fake LLM included)'],
 ] as const;
-
 /** The agent's speech client, timing its calls (the HTTP calls themselves are the speech server's share). */
 class TimedSpeech extends SpeechClient {
   transcribed: { start: number; end: number }[] = [];
@@ -52,7 +49,6 @@ class TimedSpeech extends SpeechClient {
     }
   }
 }
-
 runBench('bench:voice', 20 * 60_000, async (run) => {
   initAgentsLogger('silent');
   const speechServer = await startSpeechServer();

@@ -1,8 +1,7 @@
 /**
  * Were messages lost, duplicated or reordered? Each stored history against what the load sent and was told (a 200 must be
  * stored once, followed at once by its reply, in round order), and each socket's stream against the history: a reply to a
- * message sent after `ready` and answered `graceMs` before the socket closed must arrive whole, once, in history order.
- */
+ * message sent after `ready` and answered `graceMs` before the socket closed must arrive whole, once, in history order. */
 import { echoedMessage as replyTag } from '../support/upstream.ts';
 import { bump, outcome, type Send, type Session, type StoredMessage } from './rig.ts';
 
@@ -50,10 +49,8 @@ export function checkHistories(sends: readonly Send[], histories: readonly Store
   });
   return c;
 }
-
 /** A reply whose start a socket missed is the one streaming when it subscribed if it began this soon after. */
 const JOINED_MID_REPLY_MS = 2_000;
-
 export function checkSockets(sends: readonly Send[], histories: readonly StoredMessage[][], sessions: readonly Session[], graceMs: number) {
   const c = { sessions: 0, expected: 0, received: 0, missed: 0, incomplete: 0, duplicated: 0, reordered: 0, phantom: 0,
     errors: {} as Record<string, number> };

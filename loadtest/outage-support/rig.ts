@@ -2,8 +2,7 @@
  * An outage scenario's rig: a fresh PostgreSQL database (optionally behind a fault proxy), a private `redis-server`, the
  * upstream in echo mode, Troupe processes in slots A and B, and `route`, the balancer's table: the process each slot's traffic
  * goes to. Its load: per conversation, rounds of one message through each slot at once; a WebSocket per conversation and slot;
- * REST reads; `GET /readyz` polls.
- */
+ * REST reads; `GET /readyz` polls. */
 import { execFileSync } from 'node:child_process';
 import { performance } from 'node:perf_hooks';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -29,11 +28,9 @@ export type Session = { conv: number; tReady: number | null; tClose: number | nu
   replies: Map<string, { text: string; tFirst: number; dones: number }>; doneOrder: string[] };
 export type StoredMessage = { role: string; content: string };
 type RigOptions = Settings & { proxyDatabase: boolean; failoverMs: number };
-
 /** What an outcome is counted as: "200", "503 database_unavailable", "ECONNREFUSED"… */
 export const outcome = (o: Outcome): string => (o.status === null ? String(o.code) : `${o.status} ${o.code ?? ''}`.trim());
 export const bump = (counts: Record<string, number>, key: string, n = 1): void => void (counts[key] = (counts[key] ?? 0) + n);
-
 const KEY = 'sk-troupe-outagebench_key_00000000001';
 /** Databases (name: server URL) to drop on an exit that skips `finally` (Ctrl-C, the time budget): synchronously, by a child. */
 const undropped = new Map<string, string>();
@@ -42,7 +39,6 @@ process.on('exit', () => undropped.forEach((baseUrl, name) => {
     `await sql.unsafe('drop database if exists ${name} with (force)'); await sql.end();`;
   execFileSync(process.execPath, ['--input-type=module', '-e', script], { cwd: ROOT, stdio: 'ignore', timeout: 20_000 });
 }));
-
 export class Rig {
   readonly all: TroupeNode[] = [];
   readonly route = {} as Record<Slot, TroupeNode>;
@@ -63,7 +59,6 @@ export class Rig {
   #sending = true;
   #watching = true;
   #o!: RigOptions;
-
   /** Starts everything but the load; `close` undoes what was started, also after a failure. */
   async start(o: RigOptions): Promise<void> {
     this.#o = o;
@@ -91,7 +86,6 @@ export class Rig {
     this.characterId = await createCharacter(this.route.A.troupe, 'Warden', '');
     for (let i = 0; i < o.conversations; i++) this.conversations.push(await createConversation(this.route.A.troupe, this.characterId));
   }
-
   /** Starts the slot's next process and puts it back in rotation. */
   async startSlot(slot: Slot): Promise<TroupeNode> {
     const label = `${slot}${this.all.filter((n) => n.label.startsWith(slot)).length + 1}`;
@@ -102,18 +96,15 @@ export class Rig {
     this.route[slot] = node;
     return node;
   }
-
   now = (): number => performance.now() - this.#t0;
   /** Sends in flight right now to `node` (by label). */
   inFlight = (node: string): Send[] => this.sends.filter((s) => s.node === node && s.t1 < 0);
-
   startLoad(): void {
     this.#t0 = performance.now();
     const convs = this.conversations.map((_, conv) => conv);
     this.#tasks.push(...convs.map((conv) => this.#converse(conv)));
     for (const via of SLOTS) this.#tasks.push(...convs.map((conv) => this.#listen(conv, via)), this.#readLoop(via), this.#readyLoop(via));
   }
-
   /** Stops sending; waits for every message in flight, then `graceMs` for sockets to get the last events, then closes them. */
   async stop(graceMs: number): Promise<void> {
     if (!this.#watching) return;
@@ -124,14 +115,12 @@ export class Rig {
     for (const ws of this.#sockets) ws.close();
     await Promise.all(this.#tasks);
   }
-
   async close(): Promise<void> {
     await Promise.all(this.all.map((node) => node.troupe.child.stop(0, 'SIGKILL')));
     await this.stop(0); // after a failure: every request fails fast once the processes are gone
     const failed = (err: unknown) => process.stderr.write(`[outages] cleanup failed: ${String(err)}\n`);
     for (const close of this.#closers.reverse()) await close().catch(failed);
   }
-
   /** A conversation's stored history, read through whichever process answers. */
   async history(id: string): Promise<StoredMessage[]> {
     for (let attempt = 0; attempt < 60; attempt++) {
@@ -144,7 +133,6 @@ export class Rig {
     }
     throw new Error(`could not read conversation ${id}`);
   }
-
   async #request(via: Slot, method: string, path: string, body?: unknown): Promise<Outcome & { body: unknown }> {
     const node = this.route[via];
     const t0 = this.now();
@@ -161,7 +149,6 @@ export class Rig {
       return { t0, t1: this.now(), status: null, code, node: node.label, body: null };
     }
   }
-
   async #converse(conv: number): Promise<void> {
     // Spread out, so the conversations do not move in step (and a fault finds some of each in flight).
     const think = () => sleep(this.#o.thinkMs * (0.5 + Math.random()));
@@ -180,7 +167,6 @@ export class Rig {
       await think();
     }
   }
-
   async #readLoop(via: Slot): Promise<void> {
     let pending = 0;
     for (let n = 0; this.#watching && this.#o.readRate > 0; n++) {
@@ -196,7 +182,6 @@ export class Rig {
       await sleep(1000 / this.#o.readRate);
     }
   }
-
   async #readyLoop(via: Slot): Promise<void> {
     while (this.#watching) {
       const out = await this.#request(via, 'GET', '/readyz');
@@ -204,7 +189,6 @@ export class Rig {
       await sleep(100);
     }
   }
-
   /** One socket per conversation and slot, for as long as the load runs, reconnecting after a close. */
   async #listen(conv: number, via: Slot): Promise<void> {
     while (this.#watching) {
@@ -234,7 +218,6 @@ export class Rig {
     }
   }
 }
-
 /** A `redis-server` of its own, saving nothing; `restart` SIGKILLs it, starts it again empty on the same port: ms down. */
 async function startRedis() {
   const port = await freePort();
@@ -254,4 +237,3 @@ async function startRedis() {
   };
   return { url: `redis://127.0.0.1:${port}`, stop, restart };
 }
-
