@@ -7,22 +7,18 @@
  * Writes loadtest/results/conversations-<stamp>.{json,md}. Its BENCH_* settings: docs/benchmarks.md, Conversations: settings.
  */
 import { totalmem } from 'node:os';
-import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import type { WebSocket } from 'ws';
 import { delay, gitState, machine, runBench, type Launched, type Log } from './support/children.ts';
 import { envDatabaseUrl, envFlag, envList, envLogLevel, envNumber as num, envRates, envText } from './support/env.ts';
 import { performTargets, runLoad, type TargetRun } from './support/load.ts';
 import * as proc from './support/proc.ts';
-import { profileText } from './support/profile.ts';
-import { fixed, markdownTable, RESULTS_DIR, round3, splitHalfSpread, summarize, writeResults } from './support/report.ts';
+import { fixed, markdownTable, round3, splitHalfSpread, summarize, writeResults } from './support/report.ts';
 import { openReadySocket, wsUrl } from './support/sockets.ts';
 import * as api from './support/troupe.ts';
 import { BENCH_MODEL, expectedPerformBody, parseStamps, STAMP_PREFIX, startUpstream } from './support/upstream.ts';
-import { probeTroupe, runIdle, sum, type Holder, type MemorySample } from './conversation-support/idle.ts';
+import { MIB, probeTroupe, runIdle, sum, type Holder, type MemorySample } from './conversation-support/idle.ts';
 
-type Troupe = api.Troupe;
-type Window = { start: number; end: number };
 const PARTS = ['sockets', 'fanout', 'fanout-redis', 'perform'] as const;
 const [FANOUT_PAUSE_MS, FANOUT_TIMEOUT_MS] = [50, 15_000];
 const PLAYER_LINE = 'Halt! Who goes there, and what business do you have at the east gate after dark?';
@@ -43,12 +39,10 @@ const cfg = {
   performDurationSec: num('BENCH_PERFORM_DURATION', 10, 1, false), performWarmupSec: num('BENCH_PERFORM_WARMUP', 2, 0, false),
   performTokens: num('BENCH_PERFORM_TOKENS', 40, 1), performGapMs: num('BENCH_PERFORM_GAP_MS', 0, 0),
   performGoalMs: num('BENCH_PERFORM_GOAL_MS', 2, 0, false), maxP99Ms: num('BENCH_MAX_P99_MS', 100, 1, false),
-  keepGoing: envFlag('BENCH_KEEP_GOING'), logLevel: envLogLevel('BENCH_LOG_LEVEL', 'info'), cpuProf: envFlag('BENCH_CPU_PROF'),
-  maxRunSec: num('BENCH_MAX_RUN_SEC', 3600, 60), quietWaitSec: num('BENCH_QUIET_WAIT', 10, 0),
-  quietPercent: num('BENCH_QUIET_PERCENT', 60, 1), databaseUrl: envDatabaseUrl(),
+  keepGoing: envFlag('BENCH_KEEP_GOING'), logLevel: envLogLevel('BENCH_LOG_LEVEL', 'info'), maxRunSec: num('BENCH_MAX_RUN_SEC', 3600, 60),
+  quietWaitSec: num('BENCH_QUIET_WAIT', 10, 0), quietPercent: num('BENCH_QUIET_PERCENT', 60, 1), databaseUrl: envDatabaseUrl(),
   redisUrl: envText('BENCH_REDIS_URL') ?? 'redis://127.0.0.1:6379',
 };
-const MIB = 2 ** 20;
 const mib = (bytes: number) => (bytes / MIB).toFixed(1);
 
 /** Waits (at most BENCH_QUIET_WAIT s) for the rest of the machine to calm down before a measured phase. */
@@ -57,7 +51,7 @@ const quiet = (watch: readonly proc.WatchedProcess[]) =>
 
 /** Posts on `troupe`, takes in the chunks on subscriber sockets of `via` (all on this thread: the spread is an upper bound
  * of Troupe's). Spread = last minus first arrival per chunk; latency = arrival minus the upstream's stamp. */
-async function runFanout(troupe: Troupe, via: Troupe, conversationId: string, watch: readonly proc.WatchedProcess[], log: Log) {
+async function runFanout(troupe: api.Troupe, via: api.Troupe, conversationId: string, watch: readonly proc.WatchedProcess[], log: Log) {
   const n = cfg.fanoutSubscribers;
   const inbox: { at: number; data: Buffer }[][] = Array.from({ length: n }, () => []);
   const sockets: WebSocket[] = [];
@@ -67,9 +61,8 @@ async function runFanout(troupe: Troupe, via: Troupe, conversationId: string, wa
   try {
     for (const [i, box] of inbox.entries()) {
       const onMessage = (data: Buffer, at: number) => void box.push({ at, data });
-      const ws = await openReadySocket(wsUrl(via.base, conversationId, via.key), { timeoutMs: FANOUT_TIMEOUT_MS, onMessage })
-        .catch((err: Error & { kind?: string }) => Promise.reject(new Error(`subscriber ${i}: ${err.kind}: ${err.message}`)));
-      sockets.push(ws);
+      sockets.push(await openReadySocket(wsUrl(via.base, conversationId, via.key), { timeoutMs: FANOUT_TIMEOUT_MS, onMessage })
+        .catch((err: Error & { kind?: string }) => Promise.reject(new Error(`subscriber ${i}: ${err.kind}: ${err.message}`))));
     }
     for (let m = 0; m < cfg.fanoutWarmup + cfg.fanoutMessages; m++) {
       const measured = m >= cfg.fanoutWarmup;
@@ -82,26 +75,22 @@ async function runFanout(troupe: Troupe, via: Troupe, conversationId: string, wa
       const deadline = Date.now() + FANOUT_TIMEOUT_MS;
       while (!inbox.every((box) => box.some((a) => a.data.includes('"done":true'))) && Date.now() < deadline) await delay(2);
       if (!measured) continue;
-      // Per chunk index: the upstream's write time (µs) and the arrival at each subscriber.
-      const arrivals = new Map<number, { written: number; at: number[] }>();
-      for (const { at, data } of inbox.flat()) {
+      // Every stamped chunk that arrived: its index, the upstream's write time (micros) and the arrival (at).
+      const arrivals = inbox.flat().flatMap(({ at, data }) => {
         const event = JSON.parse(data.toString('utf8')) as { type?: string; content?: string };
-        for (const stamp of event.type === 'chunk' ? parseStamps(event.content ?? '') : []) {
-          const entry = arrivals.get(stamp.index) ?? { written: stamp.micros, at: [] };
-          entry.at.push(at);
-          arrivals.set(stamp.index, entry);
-          latency.push((at - stamp.micros) / 1000);
-        }
-      }
+        return event.type === 'chunk' ? parseStamps(event.content ?? '').map((stamp) => ({ ...stamp, at })) : [];
+      });
+      latency.push(...arrivals.map((a) => (a.at - a.micros) / 1000));
+      const byChunk = Map.groupBy(arrivals, (a) => a.index);
       for (let c = 0; c < cfg.fanoutChunks; c++) {
-        const entry = arrivals.get(c);
-        missing += Math.max(0, n - (entry?.at.length ?? 0));
-        if (!entry || entry.at.length < n) continue;
+        const [at, written] = [byChunk.get(c)?.map((a) => a.at) ?? [], byChunk.get(c)?.[0]?.micros ?? 0];
+        missing += Math.max(0, n - at.length);
+        if (at.length < n) continue;
         completeChunks++;
-        const [first, last] = [Math.min(...entry.at), Math.max(...entry.at)];
+        const [first, last] = [Math.min(...at), Math.max(...at)];
         spread.push((last - first) / 1000);
-        firstLatency.push((first - entry.written) / 1000);
-        lastLatency.push((last - entry.written) / 1000);
+        firstLatency.push((first - written) / 1000);
+        lastLatency.push((last - written) / 1000);
       }
       await delay(FANOUT_PAUSE_MS);
     }
@@ -121,7 +110,7 @@ async function runFanout(troupe: Troupe, via: Troupe, conversationId: string, wa
 async function crossProcessFanout(options: api.TroupeOptions, upstreamPid: number, exits: Record<string, string>, log: Log) {
   const store = await api.freshStore('postgres', cfg.databaseUrl);
   const shared = { ...options, keepOutput: true, settings: { ...store.env, REDIS_URL: cfg.redisUrl }, key: api.newBootstrapKey() };
-  let [a, b]: (Troupe | null)[] = [null, null];
+  let [a, b]: (api.Troupe | null)[] = [null, null];
   try {
     a = await api.startTroupe({ ...shared, name: `troupe-${shared.engine}-A` });
     const conversationId = await api.createConversation(a, await api.createCharacter(a, 'Gate Guard'));
@@ -164,13 +153,13 @@ function compareRate(engine: string, direct: TargetRun, perform: TargetRun) {
   };
 }
 
-/** The rates in turn until one is not sustained; `windows` gets each one's measured window (CLOCK_MONOTONIC µs). */
-async function performLadder(troupe: Troupe, characterId: string, upstream: Launched, run: EngineRun, windows: Window[], log: Log) {
+/** The rates in turn until one is not sustained, then Troupe's GC pauses in each one's measured window. */
+async function performLadder(troupe: api.Troupe, characterId: string, upstream: Launched, run: EngineRun, log: Log) {
   const expected = Buffer.from(expectedPerformBody(cfg.performTokens));
   const { perform, direct, preflight } = await performTargets(troupe, characterId, PLAYER_LINE, upstream.port, expected);
   run.performPreflight = preflight;
   const watch = [{ name: 'troupe', pid: troupe.child.pid }, { name: 'upstream', pid: upstream.pid }];
-  const before = (await probeTroupe(troupe)).memory;
+  const [before, windows] = [(await probeTroupe(troupe)).memory, [] as TargetRun['monotonicUs'][]];
   for (const rate of cfg.performRates) {
     await quiet(watch);
     const [d, p] = await runLoad([direct, perform], { rate, warmupSec: cfg.performWarmupSec, durationSec: cfg.performDurationSec, watch });
@@ -183,7 +172,7 @@ async function performLadder(troupe: Troupe, characterId: string, upstream: Laun
   }
   const after = await probeTroupe(troupe);
   for (const [i, r] of run.perform.entries()) {
-    // Troupe's GC pauses [start µs, ms, kind] that started inside the rate's window; kind 4: major (mark-sweep-compact).
+    // GC pauses [start µs, ms, kind] that started inside the window (CLOCK_MONOTONIC µs); kind 4: major (mark-sweep-compact).
     const inside = after.gcEvents.filter(([at]) => at >= windows[i]!.start && at <= windows[i]!.end);
     const pauses = inside.map(([, ms]) => ms);
     const [major, longPauses] = [inside.filter(([, , kind]) => kind === 4).length, pauses.filter((ms) => ms >= 5).length];
@@ -198,11 +187,11 @@ const newRun = (engine: api.Engine, nodeBinary: string) => ({
   performPreflight: null as Awaited<ReturnType<typeof performTargets>>['preflight'] | null,
   /** Troupe's memory (after a full GC) before and after the perform rates: retention shows here. */
   performMemory: null as { before: MemorySample; after: MemorySample } | null, idle: null as Awaited<ReturnType<typeof runIdle>> | null,
-  profile: null as string | null, troupeExits: {} as Record<string, string>, errors: [] as string[],
+  troupeExits: {} as Record<string, string>, errors: [] as string[],
 });
 type EngineRun = ReturnType<typeof newRun>;
 
-async function benchEngine(engine: api.Engine, nodeBinary: string, upstream: Launched, stamp: string, baseLog: Log) {
+async function benchEngine(engine: api.Engine, nodeBinary: string, upstream: Launched, baseLog: Log) {
   const run = newRun(engine, nodeBinary);
   const log: Log = (line) => baseLog(`${engine} ${line}`);
   // A failed part is reported (its result null) and the others still run.
@@ -216,20 +205,16 @@ async function benchEngine(engine: api.Engine, nodeBinary: string, upstream: Lau
   const options = { engine, nodeBinary, logLevel: cfg.logLevel, fdLimit: 65_536, probe: { gc: true }, readyTimeoutMs: 90_000,
     upstream: { url: `http://127.0.0.1:${upstream.port}/v1`, model: BENCH_MODEL } };
   if (wants('fanout') || wants('perform')) {
-    const profDir = cfg.cpuProf ? join(RESULTS_DIR, `cpuprof-conversations-${stamp}`, engine) : null;
-    const troupe = await api.startTroupe({ ...options, cpuProfDir: profDir });
-    const windows: Window[] = [];
+    const troupe = await api.startTroupe(options);
     try {
       const characterId = await api.createCharacter(troupe, 'Gate Guard');
       const watch = [{ name: 'troupe', pid: troupe.child.pid }, { name: 'upstream', pid: upstream.pid }];
       const fanout = async () => runFanout(troupe, troupe, await api.createConversation(troupe, characterId), watch, log);
       if (wants('fanout')) run.fanout = await attempt('fan-out', fanout);
-      if (wants('perform')) await attempt('perform', () => performLadder(troupe, characterId, upstream, run, windows, log));
+      if (wants('perform')) await attempt('perform', () => performLadder(troupe, characterId, upstream, run, log));
     } finally {
-      run.troupeExits.fanoutPerform = await troupe.stop(profDir ? 30_000 : 10_000);
+      run.troupeExits.fanoutPerform = await troupe.stop(10_000);
     }
-    const span = { start: Math.min(...windows.map((w) => w.start)), end: Math.max(...windows.map((w) => w.end)) };
-    if (profDir) run.profile = await profileText(profDir, windows.length > 0 ? span : null, `${engine}, perform windows`);
   }
   const crossProcess = () => crossProcessFanout(options, upstream.pid, run.troupeExits, log);
   if (wants('fanout-redis')) run.fanoutCrossProcess = await attempt('fan-out across processes', crossProcess);
@@ -302,7 +287,7 @@ function conversationsMarkdown(runs: readonly EngineRun[], head: string, tail: s
     const gaps = cfg.performGapMs > 0 ? ` ${cfg.performGapMs} ms apart` : ' in one burst';
     out.push('### (c) POST /perform vs the upstream alone', '', `Open loop, ${cfg.performDurationSec} s after ${cfg.performWarmupSec} s ` +
       `warm-up per rate; direct = Troupe's upstream request replayed; reply ${cfg.performTokens} chunks${gaps}; latency to last byte, ` +
-      `ms; Troupe LOG_LEVEL=${cfg.logLevel}${cfg.cpuProf ? ', under --cpu-prof' : ''}.`, '', markdownTable(
+      `ms; Troupe LOG_LEVEL=${cfg.logLevel}.`, '', markdownTable(
       ['engine', 'offered req/s', 'achieved direct / perform', 'direct p50', 'direct p99', 'perform p50', 'perform p99', 'added p50',
         'added p99 (±noise)', `added p99 ≤ ${cfg.performGoalMs} ms`, 'errors direct / perform', 'gen. lag p99',
         'CPU % troupe / upstream / bench / other', 'Troupe CPU per perform (ms)', 'Troupe GC: total ms / longest pause ms', 'sustained'],
@@ -325,23 +310,19 @@ function conversationsMarkdown(runs: readonly EngineRun[], head: string, tail: s
     }
     out.push('');
   }
-  out.push(...tail);
-  for (const r of runs) if (r.profile) out.push('', r.profile);
-  return out.join('\n');
+  return [...out, ...tail].join('\n');
 }
 
 runBench('bench:conversations', cfg.maxRunSec * 1000, async ({ started, stamp, log }) => {
   const git = await gitState();
   const { path: uwsPath, note: uwsNote } = await api.uwsEngineNode(cfg.engines.includes('uws'), log);
-  const upstream = await startUpstream({
-    BENCH_REPLY_TOKENS: String(cfg.performTokens), BENCH_REPLY_GAP_MS: String(cfg.performGapMs),
-    BENCH_STAMP_TOKENS: String(cfg.fanoutChunks), BENCH_STAMP_GAP_MS: String(cfg.fanoutGapMs),
-  });
+  const upstream = await startUpstream({ BENCH_REPLY_TOKENS: String(cfg.performTokens), BENCH_REPLY_GAP_MS: String(cfg.performGapMs),
+    BENCH_STAMP_TOKENS: String(cfg.fanoutChunks), BENCH_STAMP_GAP_MS: String(cfg.fanoutGapMs) });
   const [runs, skipped]: [EngineRun[], { engine: api.Engine; reason: string }[]] = [[], []];
   try {
     for (const engine of cfg.engines) {
       const nodeBinary = engine === 'uws' ? uwsPath : process.execPath;
-      if (nodeBinary) runs.push(await benchEngine(engine, nodeBinary, upstream, stamp, log));
+      if (nodeBinary) runs.push(await benchEngine(engine, nodeBinary, upstream, log));
       else skipped.push({ engine, reason: uwsNote });
     }
   } finally {

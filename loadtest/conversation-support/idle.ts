@@ -10,7 +10,7 @@ import * as api from '../support/troupe.ts';
 type Settings = { sockets: number; conversations: number; sourceAddresses: string[]; socketsPerClient: number; connectConcurrency: number };
 /** Ephemeral ports left for everything else; file descriptors left free in Troupe. */
 const [PORT_RESERVE, FD_MARGIN, CONNECT_TIMEOUT_MS, SETTLE_MS, WARMUP_SOCKETS] = [2_000, 64, 30_000, 3_000, 500];
-const MIB = 2 ** 20;
+export const MIB = 2 ** 20;
 export const sum = (values: readonly number[]): number => values.reduce((a, b) => a + b, 0);
 
 /** A full GC in Troupe, then its memory (VmRSS, VmHWM from /proc right after it), with its GC pauses [start µs, ms, kind] so far. */
