@@ -303,12 +303,9 @@ function conversationsMarkdown(runs: readonly EngineRun[], head: string, tail: s
       ]),
       'lrrrrrrrrlrrrrrl',
     ), '');
-    for (const { engine, performMemory: m } of runs) {
-      if (!m) continue;
-      out.push(`${engine}: Troupe after a full GC: heap used ${mib(m.before.heapUsed)} MiB before the perform rates, ` +
-        `${mib(m.after.heapUsed)} MiB after; RSS ${mib(m.before.rss)} → ${mib(m.after.rss)} MiB (peak ${mib(m.after.peakRss)} MiB).`);
-    }
-    out.push('');
+    out.push(...runs.flatMap(({ engine, performMemory: m }) => (m ? [`${engine}: Troupe after a full GC: heap used ` +
+      `${mib(m.before.heapUsed)} MiB before the perform rates, ${mib(m.after.heapUsed)} MiB after; RSS ${mib(m.before.rss)} → ` +
+      `${mib(m.after.rss)} MiB (peak ${mib(m.after.peakRss)} MiB).`] : [])), '');
   }
   return [...out, ...tail].join('\n');
 }

@@ -1,12 +1,9 @@
-/**
- * bench:conversations (a): idle conversation WebSockets on one Troupe, held by socket-holder.ts processes, and Troupe's
- * memory per socket; `probeTroupe` reads that memory (after a full GC) for the perform part too.
- */
+/** bench:conversations (a): idle conversation WebSockets on one Troupe, held by socket-holder.ts processes, and Troupe's
+ * memory per socket; `probeTroupe` reads that memory (after a full GC) for the perform part too. */
 import { childEnv, delay, parseJson, ROOT, spawnTracked, withFileLimit } from '../support/children.ts';
 import * as proc from '../support/proc.ts';
 import * as api from '../support/troupe.ts';
 
-/** This part's settings, from the scenario's `cfg`. */
 type Settings = { sockets: number; conversations: number; sourceAddresses: string[]; socketsPerClient: number; connectConcurrency: number };
 /** Ephemeral ports left for everything else; file descriptors left free in Troupe. */
 const [PORT_RESERVE, FD_MARGIN, CONNECT_TIMEOUT_MS, SETTLE_MS, WARMUP_SOCKETS] = [2_000, 64, 30_000, 3_000, 500];
@@ -90,8 +87,7 @@ function startHolder(name: string, fdLimit: number) {
       settle = (answer) => {
         clearTimeout(timer);
         settle = () => {};
-        if (answer instanceof Error) reject(answer);
-        else resolve(answer as T);
+        return answer instanceof Error ? reject(answer) : resolve(answer as T);
       };
       holder.child.stdin.write(`${JSON.stringify(cmd)}\n`);
     }),
@@ -104,17 +100,15 @@ function startHolder(name: string, fdLimit: number) {
 export async function runIdle(troupe: api.Troupe, holders: Holder[], cfg: Settings) {
   const plan = planSockets(troupe, cfg);
   const characterId = await api.createCharacter(troupe, 'Innkeeper');
-  const conversations: string[] = [];
-  while (conversations.length < plan.conversations) {
-    const batch = Math.min(8, plan.conversations - conversations.length);
-    conversations.push(...(await Promise.all(Array.from({ length: batch }, () => api.createConversation(troupe, characterId)))));
+  const [conversations, create] = [[] as string[], () => api.createConversation(troupe, characterId)];
+  for (let left = plan.conversations; left > 0; left -= 8) {
+    conversations.push(...(await Promise.all(Array.from({ length: Math.min(8, left) }, create))));
   }
   for (const [i, h] of plan.holders.entries()) holders.push(startHolder(`socket-holder-${i}`, h.count + 1024));
   const stats = () => Promise.all(holders.map((h) => h.ask<HolderStats>({ op: 'stats' }, 60_000)));
   type Connected = { ok: number; errors: Record<string, number>; ms: number };
   const connect = (i: number, count: number, offset: number) => holders[i]!.ask<Connected>({
     op: 'connect', base: troupe.base, token: troupe.key, conversations, count, offset, concurrency: cfg.connectConcurrency,
-    // The default source address is not bound.
     localAddress: plan.holders[i]?.localAddress === '127.0.0.1' ? undefined : plan.holders[i]?.localAddress, timeoutMs: CONNECT_TIMEOUT_MS,
   }, Math.max(120_000, count * 20) + CONNECT_TIMEOUT_MS);
   // Warm-up: Troupe's upgrade path compiled and its one-time structures allocated before "before".
@@ -136,10 +130,8 @@ export async function runIdle(troupe: api.Troupe, holders: Holder[], cfg: Settin
       const count = step === 0 ? Math.floor(h.count / 2) : Math.ceil(h.count / 2);
       return connect(i, count, (next += count) - count);
     }));
-    for (const r of results) {
-      opened += r.ok;
-      for (const [k, v] of Object.entries(r.errors)) errors[k] = (errors[k] ?? 0) + v;
-    }
+    opened += sum(results.map((r) => r.ok));
+    for (const [k, v] of results.flatMap((r) => Object.entries(r.errors))) errors[k] = (errors[k] ?? 0) + v;
     // Holders connect in parallel: a step lasts as long as its slowest holder.
     connectMs += Math.max(0, ...results.map((r) => r.ms));
     await delay(SETTLE_MS);
@@ -170,10 +162,8 @@ export async function runIdle(troupe: api.Troupe, holders: Holder[], cfg: Settin
       mallocedBytes: per('mallocedMemory') } : null,
     troupeHalf: half?.sample ?? null,
     /** Slope between the half and the full sample: memory per socket without one-time growth. */
-    marginalPerSocket: half && added > 0 ? {
-      fromSockets: half.open, toSockets: openAtSample, rssBytes: (after.rss - half.sample.rss) / added,
-      heapUsedBytes: (after.heapUsed - half.sample.heapUsed) / added,
-    } : null,
+    marginalPerSocket: half && added > 0 ? { fromSockets: half.open, toSockets: openAtSample,
+      rssBytes: (after.rss - half.sample.rss) / added, heapUsedBytes: (after.heapUsed - half.sample.heapUsed) / added } : null,
     clientBefore, clientAfter, clientPerSocketRssBytes: openAtSample > 0 ? (clientAfter.rss - clientBefore.rss) / openAtSample : null,
     clientProcesses: holders.length, clientFdLimits: afterStats.map((s) => s.fdLimit), liveness,
   };
