@@ -1,8 +1,7 @@
 /**
- * A child of bench:conversations holding idle conversation WebSockets outside the benchmark process.
- * One JSON command per stdin line, one JSON answer per stdout line, in turn: `connect` (count sockets,
- * socket i joins conversations[(offset + i) % n], open once `ready` arrived), `close` (all sockets) or
- * `stats` (after a full GC). Exits, closing every socket, when stdin closes.
+ * A child of bench:conversations holding idle conversation WebSockets outside the benchmark process. One JSON command per
+ * stdin line, one JSON answer per stdout line, in turn: `connect` (count sockets, socket i joins conversations[(offset + i) % n],
+ * open once `ready` arrived), `close` (all sockets) or `stats` (after a full GC). Exits, closing every socket, when stdin closes.
  */
 import { performance } from 'node:perf_hooks';
 import { createInterface } from 'node:readline';
@@ -19,17 +18,14 @@ const counts = { unexpectedCloses: 0, doneChunks: 0 };
 async function connect(cmd: Command) {
   const [started, errors] = [performance.now(), {} as Record<string, number>];
   let [ok, next] = [0, 0];
-  const onMessage = (data: Buffer) => {
-    // Cheap: the done chunk is the only message with "done":true.
-    if (data.includes('"done":true')) counts.doneChunks++;
-  };
+  // Cheap: the done chunk is the only message with "done":true.
+  const onMessage = (data: Buffer) => (counts.doneChunks += data.includes('"done":true') ? 1 : 0);
   const worker = async () => {
     for (let i = next++; i < cmd.count; i = next++) {
       const url = wsUrl(cmd.base, cmd.conversations[(cmd.offset + i) % cmd.conversations.length] ?? '', cmd.token);
       try {
-        const ws = await openReadySocket(url, { timeoutMs: cmd.timeoutMs, localAddress: cmd.localAddress, onMessage, onClose: () => {
-          if (sockets.delete(ws)) counts.unexpectedCloses++;
-        } });
+        const onClose = () => (counts.unexpectedCloses += sockets.delete(ws) ? 1 : 0);
+        const ws = await openReadySocket(url, { timeoutMs: cmd.timeoutMs, localAddress: cmd.localAddress, onMessage, onClose });
         sockets.add(ws);
         ok++;
       } catch (err) {
@@ -58,14 +54,12 @@ function stats() {
   return { open: sockets.size, ...counts, rss, heapUsed, fdLimit: fileLimits('self')?.soft ?? null };
 }
 
-let queue: Promise<void> = Promise.resolve();
 const lines = createInterface({ input: process.stdin });
-lines.on('line', (line) => {
+lines.on('close', () => process.exit(0)); // the sockets close with the process
+// One command at a time, in order.
+for await (const line of lines) {
   const cmd = JSON.parse(line) as Command;
-  const reply = (body: object) => void process.stdout.write(`${JSON.stringify({ op: cmd.op, ...body })}\n`);
-  queue = queue
-    .then(async () => reply(cmd.op === 'connect' ? await connect(cmd) : cmd.op === 'close' ? closeAll() : stats()))
-    .catch((err: unknown) => reply({ op: 'error', message: String((err as Error)?.stack ?? err) }));
-});
-// The sockets close with the process.
-lines.on('close', () => process.exit(0));
+  const answer = async () => (cmd.op === 'connect' ? await connect(cmd) : cmd.op === 'close' ? closeAll() : stats());
+  const body = await answer().catch((err: unknown) => ({ op: 'error', message: String((err as Error)?.stack ?? err) }));
+  process.stdout.write(`${JSON.stringify({ op: cmd.op, ...body })}\n`);
+}
