@@ -4,8 +4,7 @@
  *   (b) fanout: stamped upstream chunks fanned out to the subscribers of one conversation: spread and latency per chunk.
  *   (b') fanout-redis: the same with the actor on Troupe A and the subscribers on B (PostgreSQL + Redis).
  *   (c) perform: open-loop POST /perform interleaved with Troupe's own upstream request replayed: Troupe's added latency.
- * Writes loadtest/results/conversations-<stamp>.{json,md}. Its BENCH_* settings: docs/benchmarks.md, Conversations: settings.
- */
+ * Writes loadtest/results/conversations-<stamp>.{json,md}. Its BENCH_* settings: docs/benchmarks.md, Conversations: settings. */
 import { totalmem } from 'node:os';
 import { performance } from 'node:perf_hooks';
 import type { WebSocket } from 'ws';
@@ -23,7 +22,6 @@ const PARTS = ['sockets', 'fanout', 'fanout-redis', 'perform'] as const;
 const [FANOUT_PAUSE_MS, FANOUT_TIMEOUT_MS] = [50, 15_000];
 const PLAYER_LINE = 'Halt! Who goes there, and what business do you have at the east gate after dark?';
 const SUSTAIN = { minAchievedRatio: 0.95, maxErrorRate: 0.001, maxGeneratorLagP99Ms: 5 } as const;
-
 const sources = (envText('BENCH_SOURCE_ADDRESSES') ?? '127.0.0.1').split(',').map((s) => s.trim()).filter(Boolean);
 if (!sources.length || sources.some((s) => !/^127\.\d{1,3}\.\d{1,3}\.\d{1,3}$/.test(s))) {
   throw new Error(`BENCH_SOURCE_ADDRESSES must be loopback IPv4 addresses (127.x.y.z), got '${sources.join(',')}'`);
@@ -44,11 +42,9 @@ const cfg = {
   redisUrl: envText('BENCH_REDIS_URL') ?? 'redis://127.0.0.1:6379',
 };
 const mib = (bytes: number) => (bytes / MIB).toFixed(1);
-
 /** Waits (at most BENCH_QUIET_WAIT s) for the rest of the machine to calm down before a measured phase. */
 const quiet = (watch: readonly proc.WatchedProcess[]) =>
   cfg.quietWaitSec > 0 && proc.waitForQuiet(cfg.quietWaitSec, cfg.quietPercent, watch);
-
 /** Posts on `troupe`, takes in the chunks on subscriber sockets of `via` (all on this thread: the spread is an upper bound
  * of Troupe's). Spread = last minus first arrival per chunk; latency = arrival minus the upstream's stamp. */
 async function runFanout(troupe: api.Troupe, via: api.Troupe, conversationId: string, watch: readonly proc.WatchedProcess[], log: Log) {
@@ -105,7 +101,6 @@ async function runFanout(troupe: api.Troupe, via: api.Troupe, conversationId: st
     httpMessageMs: summarize(httpMs), cpu: stopCpu?.() ?? proc.NO_CPU,
   };
 }
-
 /** Two Troupe processes on one fresh PostgreSQL database and one Redis: the actor on A, the subscribers on B. */
 async function crossProcessFanout(options: api.TroupeOptions, upstreamPid: number, exits: Record<string, string>, log: Log) {
   const store = await api.freshStore('postgres', cfg.databaseUrl);
@@ -129,12 +124,10 @@ async function crossProcessFanout(options: api.TroupeOptions, upstreamPid: numbe
     await store.dispose().catch((err: unknown) => log(`could not drop ${store.url}: ${(err as Error).message}`));
   }
 }
-
 const summarizePath = ({ label: target, scheduled, ok, errors, achievedRps, maxInFlight, total, lag }: TargetRun) => ({
   target, scheduled, ok, errorCount: sum(Object.values(errors)), errors, achievedRps, latency: summarize(total),
   p99Noise: splitHalfSpread(total, 99), lag: summarize(lag), maxInFlight,
 });
-
 function compareRate(engine: string, direct: TargetRun, perform: TargetRun) {
   const [d, p] = [summarizePath(direct), summarizePath(perform)];
   const verdict: string[] = [];
@@ -152,7 +145,6 @@ function compareRate(engine: string, direct: TargetRun, perform: TargetRun) {
     gc: null as { count: number; totalMs: number; maxMs: number; longPauses: number; major: number } | null,
   };
 }
-
 /** The rates in turn until one is not sustained, then Troupe's GC pauses in each one's measured window. */
 async function performLadder(troupe: api.Troupe, characterId: string, upstream: Launched, run: EngineRun, log: Log) {
   const expected = Buffer.from(expectedPerformBody(cfg.performTokens));
@@ -180,7 +172,6 @@ async function performLadder(troupe: api.Troupe, characterId: string, upstream: 
   }
   run.performMemory = { before, after: after.memory };
 }
-
 const newRun = (engine: api.Engine, nodeBinary: string) => ({
   engine, nodeBinary, fanout: null as Awaited<ReturnType<typeof runFanout>> | null,
   fanoutCrossProcess: null as Awaited<ReturnType<typeof crossProcessFanout>> | null, perform: [] as ReturnType<typeof compareRate>[],
@@ -190,7 +181,6 @@ const newRun = (engine: api.Engine, nodeBinary: string) => ({
   troupeExits: {} as Record<string, string>, errors: [] as string[],
 });
 type EngineRun = ReturnType<typeof newRun>;
-
 async function benchEngine(engine: api.Engine, nodeBinary: string, upstream: Launched, baseLog: Log) {
   const run = newRun(engine, nodeBinary);
   const log: Log = (line) => baseLog(`${engine} ${line}`);
@@ -229,7 +219,6 @@ async function benchEngine(engine: api.Engine, nodeBinary: string, upstream: Lau
   }
   return run;
 }
-
 const f = (v: number | null | undefined, digits = 2) => fixed(v, digits, 'n/a');
 const kib = (bytes: number | null | undefined) => f(bytes === null || bytes === undefined ? null : bytes / 1024);
 const signed = (v: number) => (Number.isFinite(v) && v >= 0 ? '+' : '') + f(v);
@@ -240,7 +229,6 @@ const errorsCell = (s: ReturnType<typeof summarizePath>) => (s.errorCount === 0 
 /** CPU % of every watched Troupe process together (one, or A and B across processes); NaN when one is unknown. */
 const troupeCpu = (cpu: proc.CpuWindow) =>
   sum(Object.entries(cpu.children).filter(([name]) => name.startsWith('troupe')).map(([, share]) => share ?? Number.NaN));
-
 function conversationsMarkdown(runs: readonly EngineRun[], head: string, tail: string[]): string {
   const out: string[] = ['', `## Conversations benchmark (${new Date().toISOString()})`, '', head, ''];
   const idle = runs.flatMap((r) => (r.idle ? [{ engine: r.engine, r: r.idle }] : []));
@@ -309,7 +297,6 @@ function conversationsMarkdown(runs: readonly EngineRun[], head: string, tail: s
   }
   return [...out, ...tail].join('\n');
 }
-
 runBench('bench:conversations', cfg.maxRunSec * 1000, async ({ started, stamp, log }) => {
   const git = await gitState();
   const { path: uwsPath, note: uwsNote } = await api.uwsEngineNode(cfg.engines.includes('uws'), log);

@@ -9,7 +9,6 @@ type Settings = { sockets: number; conversations: number; sourceAddresses: strin
 const [PORT_RESERVE, FD_MARGIN, CONNECT_TIMEOUT_MS, SETTLE_MS, WARMUP_SOCKETS] = [2_000, 64, 30_000, 3_000, 500];
 export const MIB = 2 ** 20;
 export const sum = (values: readonly number[]): number => values.reduce((a, b) => a + b, 0);
-
 /** A full GC in Troupe, then its memory (VmRSS, VmHWM from /proc right after it), with its GC pauses [start µs, ms, kind] so far. */
 export async function probeTroupe(troupe: api.Troupe) {
   const [r, mem] = [await troupe.probe(), proc.processMemory(troupe.child.pid)];
@@ -22,7 +21,6 @@ export async function probeTroupe(troupe: api.Troupe) {
   };
 }
 export type MemorySample = Awaited<ReturnType<typeof probeTroupe>>['memory'];
-
 /** How many idle sockets fit (ports per source address, Troupe's file descriptors), spread over socket-holder processes. */
 function planSockets(troupe: api.Troupe, cfg: Settings) {
   const ports = proc.ephemeralPortCount() ?? 28_232;
@@ -47,7 +45,6 @@ function planSockets(troupe: api.Troupe, cfg: Settings) {
   const capReason = binding.map(([limit, reason], i) => `${i === 0 ? 'limit' : 'also'}: ${reason} (${limit})`).join('; ') || null;
   return { requested: cfg.sockets, target, capReason, conversations: Math.min(cfg.conversations, target), holders };
 }
-
 /** Samples 2 s apart until RSS and V8's committed heap hold steady (twice within 2 MiB), at most 15 times: V8 and malloc
  * give memory back gradually after a burst, and a sample taken meanwhile would count that as a change. */
 async function settledMemory(troupe: api.Troupe) {
@@ -63,10 +60,8 @@ async function settledMemory(troupe: api.Troupe) {
   }
   return { ...previous!, rssSamples, settled: calm >= 2 };
 }
-
 type HolderStats = { open: number; unexpectedCloses: number; doneChunks: number; rss: number; heapUsed: number; fdLimit: number | null };
 export type Holder = ReturnType<typeof startHolder>;
-
 /** A socket-holder.ts process (`ulimit -n` raised): one JSON command per stdin line, one answer per stdout line, in turn. */
 function startHolder(name: string, fdLimit: number) {
   let settle = (_answer: Record<string, unknown> | Error): void => {};
@@ -95,7 +90,6 @@ function startHolder(name: string, fdLimit: number) {
     stop: () => (holder.child.stdin.end(), holder.stop(10_000, 'SIGCONT')),
   };
 }
-
 /** The caller stops `holders` after Troupe: it closes the sockets from its side, so the clients' ports are not left in TIME_WAIT. */
 export async function runIdle(troupe: api.Troupe, holders: Holder[], cfg: Settings) {
   const plan = planSockets(troupe, cfg);

@@ -1,8 +1,7 @@
 /**
  * A child of bench:conversations holding idle conversation WebSockets outside the benchmark process. One JSON command per
  * stdin line, one JSON answer per stdout line, in turn: `connect` (count sockets, socket i joins conversations[(offset + i) % n],
- * open once `ready` arrived), `close` (all sockets) or `stats` (after a full GC). Exits, closing every socket, when stdin closes.
- */
+ * open once `ready` arrived), `close` (all sockets) or `stats` (after a full GC). Exits, closing every socket, when stdin closes. */
 import { performance } from 'node:perf_hooks';
 import { createInterface } from 'node:readline';
 import type { WebSocket } from 'ws';
@@ -11,10 +10,8 @@ import { openReadySocket, wsUrl } from '../support/sockets.ts';
 
 type Command = { op: 'connect' | 'close' | 'stats'; base: string; token: string; conversations: string[]; count: number; offset: number;
   concurrency: number; timeoutMs: number; localAddress?: string };
-
 const sockets = new Set<WebSocket>();
 const counts = { unexpectedCloses: 0, doneChunks: 0 };
-
 async function connect(cmd: Command) {
   const [started, errors] = [performance.now(), {} as Record<string, number>];
   let [ok, next] = [0, 0];
@@ -37,7 +34,6 @@ async function connect(cmd: Command) {
   await Promise.all(Array.from({ length: Math.max(1, Math.min(cmd.concurrency, cmd.count)) }, worker));
   return { ok, errors, ms: performance.now() - started };
 }
-
 /** Closed on purpose: out of the set first, so they do not count as unexpected closes. */
 function closeAll() {
   const open = [...sockets];
@@ -45,7 +41,6 @@ function closeAll() {
   for (const ws of open) ws.terminate();
   return {};
 }
-
 function stats() {
   const gc = (globalThis as { gc?: () => void }).gc;
   gc?.();
@@ -53,7 +48,6 @@ function stats() {
   const { rss, heapUsed } = process.memoryUsage();
   return { open: sockets.size, ...counts, rss, heapUsed, fdLimit: fileLimits('self')?.soft ?? null };
 }
-
 const lines = createInterface({ input: process.stdin });
 lines.on('close', () => process.exit(0)); // the sockets close with the process
 // One command at a time, in order.
