@@ -1,7 +1,7 @@
 /** Documents benchmark (`npm run bench:documents`): ingestion, retrieval. Method and knobs: docs/benchmarks.md, Documents: settings. */
 import { randomFillSync } from 'node:crypto';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
+import { setPriority, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { buffer } from 'node:stream/consumers';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -18,7 +18,7 @@ import { vectorHits } from '../src/retrieval/vector-search.ts';
 import { startServer } from '../src/server.ts';
 import { makePng } from '../test/support/document-fixtures.ts';
 import { seeded } from '../test/support/vectors.ts';
-import { execFileAsync, gitState, logger, machine, runBench } from './support/children.ts';
+import { attempt, childEnv, execFileAsync, gitState, logger, machine, ROOT, runBench, spawnTracked } from './support/children.ts';
 import { envDatabaseUrl, envList, envNumber, envText } from './support/env.ts';
 import { LoopMonitor, type LoopReport } from './support/probe.ts';
 import { fixed, markdownTable, summarize, writeResults, type Summary } from './support/report.ts';
@@ -111,17 +111,31 @@ const FILES = {
     ]) }] }))],
 } as const;
 type StagedFile = { id: string; name: string; mimeType: string; path: string; bytes: number };
-/** Back-to-back GET /healthz until stopped, with a url (process mode: in-process it would load the measured loop); then `window()`. */
+/** GET /healthz every 5 ms from a child process that does nothing else: a load balancer's health check runs on another machine, so
+ * the prober gets a core first (nice -10 where allowed) and its own stalls are not counted as Troupe's. */
+const PROBER = `import { Agent, get } from 'node:http';
+const agent = new Agent({ keepAlive: true, maxSockets: 1 }), ms = [];
+let on = true;
+process.stdin.on('end', () => (on = false)).resume();
+while (on) {
+  const t0 = performance.now();
+  await new Promise((done) => get(process.argv[1], { agent }, (res) => res.resume().on('end', done)).on('error', done));
+  ms.push(performance.now() - t0);
+  await new Promise((done) => setTimeout(done, 5));
+}
+process.stdout.write(JSON.stringify(ms));`;
+/** Probes until stopped (with a url: in-process there is none, it would load the measured loop); then `window()`. */
 function probeHealthz(url: string | null, window: () => Promise<LoopReport>) {
-  const latencies: number[] = [];
-  const loop = (async () => {
-    // A connection the server closed while frozen fails one probe (counted until it failed), not the run.
-    for (let t0 = performance.now(); url; t0 = performance.now()) {
-      await fetch(`${url}/healthz`, { signal: AbortSignal.timeout(60_000) }).then((res) => res.arrayBuffer(), () => null);
-      latencies.push(performance.now() - t0);
-    }
-  })();
-  return () => ((url = null), loop.then(async () => ({ healthz: latencies.length ? summarize(latencies) : null, loop: await window() })));
+  const args = ['--input-type=module', '-e', PROBER, `${url}/healthz`];
+  const child = url ? spawnTracked({ name: 'healthz', command: process.execPath, args, env: childEnv({}), cwd: ROOT, stdin: 'pipe',
+    keepOutput: true }) : null;
+  if (child) attempt(() => setPriority(child.pid, -10));
+  return async () => {
+    child?.child.stdin.end();
+    const sent = child && (await child.exited).code === 0 ? /\[[\d.,e+-]*\]/.exec(child.output())?.[0] : undefined;
+    const latencies = sent ? (JSON.parse(sent) as number[]) : [];
+    return { healthz: latencies.length ? summarize(latencies) : null, loop: await window() };
+  };
 }
 async function measureIngest(file: StagedFile, backend: Backend, mode: (typeof MODES)[number], run: number) {
   const label = `ingest ${file.id} ${backend} ${mode} #${run}`;
