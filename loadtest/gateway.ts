@@ -4,7 +4,7 @@
 import { existsSync } from 'node:fs';
 import { homedir } from 'node:os';
 import { join } from 'node:path';
-import { childEnv, execFileAsync, freePort, gitState, launchPolled, machine, runBench, type Run } from './support/children.ts';
+import { childEnv, execFileAsync, freePort, gitState, launch, machine, runBench, type Run } from './support/children.ts';
 import { envFlag, envList, envLogLevel, envNumber, envRates, envText } from './support/env.ts';
 import { monotonicUs, performTargets, requestOnce, runLoad, saturate, type HttpTarget, type TargetRun } from './support/load.ts';
 import { processCpuSeconds, waitForQuiet, type CpuWindow } from './support/proc.ts';
@@ -60,7 +60,7 @@ async function startPortkey() {
     const install = ['install', '--prefix', dir, '--no-save', '--no-audit', '--no-fund', `@portkey-ai/gateway@${PORTKEY_VERSION}`];
     if (!existsSync(script)) await execFileAsync('npm', install, { timeout: 300_000, maxBuffer: 1 << 24 });
     const port = await freePort();
-    return await launchPolled({ name: 'portkey', command: process.execPath, args: [script, `--port=${port}`, '--headless'], port,
+    return await launch({ name: 'portkey', command: process.execPath, args: [script, `--port=${port}`, '--headless'], port,
       env: childEnv({ NODE_ENV: 'production' }), cwd: join(script, '..'), healthPath: '/', readyTimeoutMs: 30_000 });
   } catch (err) {
     // Without the peer the run goes on, and says so.

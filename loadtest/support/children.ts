@@ -123,7 +123,6 @@ export async function launch(options: LaunchOptions): Promise<Launched> {
     clearTimeout(timer);
   }
 }
-export const launchPolled = (options: SpawnOptions & { port: number; readyTimeoutMs: number; healthPath?: string }) => launch(options);
 export async function freePort(): Promise<number> {
   const server = createServer();
   await new Promise<void>((resolve, reject) => server.once('error', reject).listen(0, '127.0.0.1', resolve));
