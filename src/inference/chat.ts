@@ -113,26 +113,23 @@ export class ChatCompletionService {
       const emit = (json: string) => (text += `data: ${json}\n\n`);
       // A promise only while the client's socket drains: most chunks go out without one.
       const flush = (): boolean | Promise<boolean> => {
+        if (text === '') return true;
         const sent = write(text);
         text = '';
         return sent;
       };
       try {
         normalizer.accept(upstream.first, emit);
-        for (;;) {
-          if (text !== '') {
-            const sent = flush();
-            if (sent === false || (sent !== true && !(await sent))) return false;
-          }
-          if (upstream.rest.finished) break;
-          await upstream.rest.whenReady();
-          for (const chunk of upstream.rest.takeReady()) normalizer.accept(chunk, emit);
-        }
+        const sent = flush();
+        if (sent === false || (sent !== true && !(await sent))) return false;
+        // Each later chunk is rewritten and written within the read that brought it.
+        if (!(await upstream.rest.pump((chunk) => normalizer.accept(chunk, emit), flush))) return false;
       } catch (err) {
         upstream.cancel();
         throw source.mapError(err, signal);
       }
       upstream.release();
+      // The last arrival (finish_reason) leaves in one write with the usage and [DONE].
       normalizer.finish(emit);
       text += 'data: [DONE]\n\n';
       return flush();

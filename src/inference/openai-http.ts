@@ -50,12 +50,16 @@ const BACKOFF_MAX_MS = 8_000;
 /** A Retry-After longer than this is not waited for: the failure goes to the caller. */
 const MAX_RETRY_AFTER_MS = 60_000;
 
+type Target = { protocol: string; hostname: string; port: string; path: string };
+
 export class OpenAiHttp {
   readonly #options: OpenAiHttpOptions;
   readonly #base: URL;
   readonly #agent: http.Agent;
   readonly #request: typeof http.request;
   readonly #headers: Record<string, string>;
+  /** Request options per path (the few this client calls). */
+  readonly #targets = new Map<string, Target>();
 
   constructor(options: OpenAiHttpOptions) {
     this.#options = options;
@@ -73,10 +77,11 @@ export class OpenAiHttp {
   /** POSTs JSON and resolves with a 2xx response whose body is unread, retrying as the SDK does. */
   async post(path: string, body: unknown, signal: AbortSignal, accept = 'application/json'): Promise<IncomingMessage> {
     const payload = Buffer.from(JSON.stringify(body));
-    const url = new URL(path, this.#base);
+    // Host, port and path as options: a URL per call costs a parse here and a conversion in node:http.
+    const target = this.#targets.get(path) ?? this.#target(path);
     for (let attempt = 0; ; attempt++) {
       try {
-        return await this.#once(url, payload, accept, signal);
+        return await this.#once(target, payload, accept, signal);
       } catch (err) {
         const wait = this.#retryDelay(err, attempt, signal);
         if (wait === null) throw err;
@@ -96,9 +101,17 @@ export class OpenAiHttp {
     this.#agent.destroy();
   }
 
-  #once(url: URL, payload: Buffer, accept: string, signal: AbortSignal): Promise<IncomingMessage> {
+  #target(path: string): Target {
+    const url = new URL(path, this.#base);
+    const target = { protocol: url.protocol, hostname: url.hostname.replace(/^\[(.*)\]$/, '$1'), port: url.port, path: `${url.pathname}${url.search}` };
+    this.#targets.set(path, target);
+    return target;
+  }
+
+  #once(target: Target, payload: Buffer, accept: string, signal: AbortSignal): Promise<IncomingMessage> {
     return new Promise((resolve, reject) => {
-      const req = this.#request(url, {
+      const req = this.#request({
+        ...target,
         method: 'POST',
         agent: this.#agent,
         signal,
@@ -150,7 +163,25 @@ export function sseJson(res: IncomingMessage): SseReader {
   return new SseReader(res);
 }
 
-/** Read one at a time (`next`), or in batches as they arrive (`takeReady`, `whenReady`). */
+/**
+ * A batch handler of `SseReader.pump`: true when written, false when the client left, or a
+ * promise of either while the client's socket drains.
+ */
+export type BatchWritten = boolean | Promise<boolean>;
+
+interface Pump {
+  deliver: (payload: Record<string, unknown>) => void;
+  flush: () => BatchWritten;
+  resolve: (complete: boolean) => void;
+  reject: (err: unknown) => void;
+  /** A flush is waiting for the client's socket (the response is paused meanwhile). */
+  draining: boolean;
+}
+
+/**
+ * Read one at a time (`next`), or pushed as they arrive (`pump`): the hot path, which parses and
+ * hands each payload on within the socket's own read, with no promise per event.
+ */
 export class SseReader implements AsyncIterableIterator<Record<string, unknown>> {
   readonly #res: IncomingMessage;
   readonly #ready: Record<string, unknown>[] = [];
@@ -159,6 +190,7 @@ export class SseReader implements AsyncIterableIterator<Record<string, unknown>>
   #ended = false;
   #done = false;
   #wake: (() => void) | null = null;
+  #pump: Pump | null = null;
   #pending = '';
   #data: string | null = null;
   #event = '';
@@ -193,28 +225,25 @@ export class SseReader implements AsyncIterableIterator<Record<string, unknown>>
   }
 
   /**
-   * Every payload parsed and not yet taken ([] when none); throws the stream's failure once
-   * everything before it was taken.
+   * Hands every payload not yet read to `deliver` as it is parsed, and calls `flush` after each
+   * arrival's payloads (one write per arrival). While a flush waits for the client's socket the
+   * response is paused, so a slow client slows the inference server instead of filling memory.
+   * Resolves true at `[DONE]` or the end, leaving the last arrival's payloads for the caller to
+   * write with its own ending; false once `flush` answered false (the client left). Rejects
+   * with the stream's failure after flushing what came before it.
    */
-  takeReady(): Record<string, unknown>[] {
-    if (this.#head < this.#ready.length) {
-      const batch = this.#head === 0 ? this.#ready.splice(0) : this.#ready.splice(0).slice(this.#head);
-      this.#head = 0;
-      return batch;
+  pump(deliver: (payload: Record<string, unknown>) => void, flush: () => BatchWritten): Promise<boolean> {
+    const { promise, resolve, reject } = Promise.withResolvers<boolean>();
+    this.#pump = { deliver, flush, resolve, reject, draining: false };
+    const waiting = this.#ready.splice(0).slice(this.#head);
+    this.#head = 0;
+    try {
+      for (const payload of waiting) deliver(payload);
+    } catch (err) {
+      if (this.#failure === null) this.#failure = err;
     }
-    if (this.#failure !== null) throw this.#failure;
-    return [];
-  }
-
-  /** True once `[DONE]` or the end arrived and everything was taken. */
-  get finished(): boolean {
-    return (this.#done || this.#ended) && this.#failure === null && this.#head >= this.#ready.length;
-  }
-
-  /** Resolves when something can be taken, or the stream ended or failed. */
-  whenReady(): Promise<void> {
-    if (this.#head < this.#ready.length || this.#failure !== null || this.#done || this.#ended) return Promise.resolve();
-    return new Promise<void>((resolve) => (this.#wake = resolve));
+    this.#pushed();
+    return promise;
   }
 
   /** Stops early (the consumer gave up): the connection cannot be reused then. */
@@ -252,8 +281,10 @@ export class SseReader implements AsyncIterableIterator<Record<string, unknown>>
         this.#done = true;
         return;
       }
-      this.#ready.push(parseEventData(data, this.#event));
+      const payload = parseEventData(data, this.#event);
       this.#event = '';
+      if (this.#pump) this.#pump.deliver(payload);
+      else this.#ready.push(payload);
     } else if (line.startsWith('data:')) {
       const value = line.charCodeAt(5) === 32 ? line.slice(6) : line.slice(5);
       this.#data = this.#data === null ? value : `${this.#data}\n${value}`;
@@ -277,7 +308,9 @@ export class SseReader implements AsyncIterableIterator<Record<string, unknown>>
     }
     if (this.#failure === null && !this.#done && this.#data !== null && this.#data !== '[DONE]') {
       try {
-        this.#ready.push(parseEventData(this.#data, this.#event));
+        const payload = parseEventData(this.#data, this.#event);
+        if (this.#pump) this.#pump.deliver(payload);
+        else this.#ready.push(payload);
       } catch (parseErr) {
         this.#failure = parseErr;
       }
@@ -286,10 +319,55 @@ export class SseReader implements AsyncIterableIterator<Record<string, unknown>>
   }
 
   #signal(): void {
+    if (this.#pump !== null) return this.#pushed();
     const wake = this.#wake;
     this.#wake = null;
     wake?.();
   }
+
+  /** In pump mode, after an arrival or the end: flush, pause while the client drains, settle at the end. */
+  #pushed(): void {
+    const pump = this.#pump;
+    if (pump === null || pump.draining) return;
+    if (this.#failure !== null) {
+      this.#pump = null;
+      // What arrived before the failure still goes out; the caller then reports the failure.
+      void pump.flush();
+      pump.reject(this.#failure);
+      return;
+    }
+    if (this.#done || this.#ended) {
+      this.#pump = null;
+      pump.resolve(true);
+      return;
+    }
+    const sent = pump.flush();
+    if (sent === true) return;
+    if (sent === false) return this.#stopPump(pump);
+    pump.draining = true;
+    this.#res.pause();
+    sent.then(
+      (ok) => {
+        pump.draining = false;
+        if (!ok) return this.#stopPump(pump);
+        this.#res.resume();
+        // The end or a failure may have come while paused.
+        this.#pushed();
+      },
+      (err: unknown) => {
+        this.#pump = null;
+        pump.reject(err);
+      },
+    );
+  }
+
+  /** The client left: keep nothing more (the caller cancels the request). */
+  #stopPump(pump: Pump): void {
+    this.#pump = null;
+    this.#done = true;
+    pump.resolve(false);
+  }
+
 }
 
 function parseEventData(data: string, event: string): Record<string, unknown> {

@@ -12,7 +12,7 @@ import type { InferenceConfig } from '../config.ts';
 import { TroupeError } from '../errors.ts';
 import { callScope } from './call-scope.ts';
 import type { CharacterModel } from './character-model.ts';
-import { OpenAiHttp, sseJson, UpstreamConnectionError, UpstreamStatusError, UpstreamStreamError } from './openai-http.ts';
+import { type BatchWritten, OpenAiHttp, sseJson, UpstreamConnectionError, UpstreamStatusError, UpstreamStreamError } from './openai-http.ts';
 
 export interface UpstreamModel {
   id: string;
@@ -20,11 +20,9 @@ export interface UpstreamModel {
   owned_by: string;
 }
 
-/** What follows a stream's first chunk: one at a time (`next`), or in batches as they arrive (see SseReader). */
+/** What follows a stream's first chunk: one at a time (`next`), or pushed as it arrives (`pump`, see SseReader). */
 export interface ChunkReader extends AsyncIterator<ChatCompletionChunk> {
-  takeReady(): ChatCompletionChunk[];
-  whenReady(): Promise<void>;
-  readonly finished: boolean;
+  pump(deliver: (chunk: ChatCompletionChunk) => void, flush: () => BatchWritten): Promise<boolean>;
 }
 
 /** A started stream: the first chunk already arrived, so the call can no longer fail "before the first byte". */

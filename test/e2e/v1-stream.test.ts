@@ -1,3 +1,5 @@
+import { once } from 'node:events';
+import { request as httpRequest, type IncomingMessage } from 'node:http';
 import { createServer } from 'node:net';
 import OpenAI from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -178,6 +180,36 @@ describe.each(BACKENDS)('/v1 streaming on $kind', (backend) => {
     const request = await aborted;
     expect(request.path).toBe('/v1/chat/completions');
     expect(await request.settled).toBe('aborted');
+  });
+
+  it("holds the inference server back while a client reads slowly, and loses nothing", async () => {
+    // About 24 MB of reply: more than the sockets on both sides buffer before their writers wait.
+    const words = Array.from({ length: 24_000 }, (_, i) => `${i}:${'x'.repeat(1_000)} `);
+    f.upstream.script({ text: words.join('') });
+    const res = await new Promise<IncomingMessage>((resolve, reject) => {
+      const req = httpRequest(`${f.t.url}/v1/chat/completions`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${f.key}`, 'content-type': 'application/json' },
+      });
+      req.on('response', resolve).on('error', reject);
+      req.end(JSON.stringify({ model: character.id, stream: true, messages: [{ role: 'user', content: 'Tell me everything.' }] }));
+    });
+    res.pause();
+    // Troupe answers after the upstream's first chunk, so its request is the latest one.
+    const upstream = f.upstream.requests.at(-1);
+    if (!upstream) throw new Error('the upstream saw no request');
+    // Troupe stopped reading the upstream while our socket was full, so the upstream had to wait.
+    await upstream.backpressured;
+    expect(upstream.outcome).toBe('pending');
+    res.setEncoding('utf8');
+    let text = '';
+    res.on('data', (piece: string) => (text += piece)).resume();
+    await once(res, 'end');
+    const { chunks, done } = parseOpenAiSse(text);
+    expect(done).toBe(true);
+    const content = (chunks as Chunk[]).map((c) => c.choices[0]?.delta.content ?? '').join('');
+    expect(content).toBe(words.join(''));
+    expect(await upstream.settled).toBe('completed');
   });
 });
 

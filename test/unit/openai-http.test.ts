@@ -72,6 +72,56 @@ describe('the inference HTTP client and its SSE reader', () => {
     await expect(collect(client())).rejects.toBeInstanceOf(Error);
   });
 
+  it('pumps each arrival with one flush, pausing the response while a flush waits, and settles at [DONE]', async () => {
+    const opened = Promise.withResolvers<ServerResponse>();
+    respond = (res) => {
+      res.writeHead(200, { 'content-type': 'text/event-stream' });
+      res.write('data: {"n":1}\n\ndata: {"n":2}\n\n');
+      opened.resolve(res);
+    };
+    const response = await client().post('chat/completions', { model: 'm' }, new AbortController().signal);
+    const upstream = await opened.promise;
+    const delivered: unknown[] = [];
+    const batches: unknown[][] = [];
+    const held = Promise.withResolvers<boolean>();
+    const firstFlush = Promise.withResolvers<void>();
+    let pending: unknown[] = [];
+    const done = sseJson(response).pump(
+      (payload) => (delivered.push(payload), pending.push(payload)),
+      () => {
+        if (pending.length === 0) return true;
+        batches.push(pending);
+        pending = [];
+        if (batches.length > 1) return true;
+        firstFlush.resolve();
+        return held.promise;
+      },
+    );
+    await firstFlush.promise;
+    // The client's socket is full: nothing more is read until it drains.
+    expect(response.isPaused()).toBe(true);
+    upstream.write('data: {"n":3}\n\n');
+    held.resolve(true);
+    upstream.end('data: [DONE]\n\n');
+    expect(await done).toBe(true);
+    expect(response.isPaused()).toBe(false);
+    expect(batches[0]).toEqual([{ n: 1 }, { n: 2 }]);
+    expect(delivered).toEqual([{ n: 1 }, { n: 2 }, { n: 3 }]);
+  });
+
+  it('stops pumping once a flush says the client left, and rejects with a failure after flushing what came first', async () => {
+    streamOf('data: {"n":1}\n\n', 'data: {"n":2}\n\n');
+    const left = sseJson(await client().post('chat/completions', { model: 'm' }, new AbortController().signal));
+    expect(await left.pump(() => {}, () => false)).toBe(false);
+    streamOf('data: {"n":1}\n\nevent: error\ndata: {"error":{"message":"overloaded"}}\n\n');
+    const delivered: unknown[] = [];
+    let flushes = 0;
+    const failing = sseJson(await client().post('chat/completions', { model: 'm' }, new AbortController().signal));
+    await expect(failing.pump((payload) => delivered.push(payload), () => (flushes++, true))).rejects.toThrow(new UpstreamStreamError('overloaded'));
+    expect(delivered).toEqual([{ n: 1 }]);
+    expect(flushes).toBeGreaterThan(0);
+  });
+
   it('reports a status error with the body message, retrying only what may succeed', async () => {
     let calls = 0;
     respond = (res) => {

@@ -84,6 +84,8 @@ export interface RecordedRequest {
   outcome: RequestOutcome;
   /** Resolves when the exchange ends, whichever way. */
   settled: Promise<RequestOutcome>;
+  /** Resolves the first time a streamed reply had to wait for the client to read (its socket was full). */
+  backpressured: Promise<void>;
   /** Destroys the connection now, as an upstream crash would (outcome `broken`); no-op once ended. */
   breakOff(): void;
 }
@@ -186,8 +188,11 @@ export async function startFakeUpstream(options: FakeUpstreamOptions = {}): Prom
     sendError(res, { status: 404, type: 'invalid_request_error', message: `Invalid URL (${method} ${rec.path})` });
   }
 
+  const held = new WeakMap<RecordedRequest, () => void>();
+
   function record(req: IncomingMessage, res: ServerResponse): RecordedRequest {
     let settle: (outcome: RequestOutcome) => void = () => {};
+    const backpressured = Promise.withResolvers<void>();
     const rec: RecordedRequest = {
       seq: requests.length + 1,
       method: req.method ?? 'GET',
@@ -200,12 +205,14 @@ export async function startFakeUpstream(options: FakeUpstreamOptions = {}): Prom
       aborted: false,
       outcome: 'pending',
       settled: new Promise((resolve) => (settle = resolve)),
+      backpressured: backpressured.promise,
       breakOff() {
         if (rec.outcome !== 'pending') return;
         rec.outcome = 'broken';
         res.destroy();
       },
     };
+    held.set(rec, backpressured.resolve);
     requests.push(rec);
     res.on('close', () => {
       if (rec.outcome === 'pending') {
@@ -264,7 +271,7 @@ export async function startFakeUpstream(options: FakeUpstreamOptions = {}): Prom
           return; // the client left while we waited
         }
       }
-      if (!(await write(res, `data: ${JSON.stringify(data)}\n\n`))) return;
+      if (!(await write(res, `data: ${JSON.stringify(data)}\n\n`, held.get(rec)))) return;
     }
     if (script.failAfterChunks !== undefined && script.failAfterChunks >= chunks.length) return rec.breakOff();
     if (script.stallAfterChunks !== undefined && script.stallAfterChunks >= chunks.length) return void (await waitForClose(res));

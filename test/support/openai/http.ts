@@ -45,10 +45,11 @@ export function sendError(res: ServerResponse, spec: ErrorSpec): void {
   sendJson(res, spec.status, errorBody(spec), spec.headers);
 }
 
-/** Writes with backpressure; false once the client is gone. */
-export async function write(res: ServerResponse, text: string | Uint8Array): Promise<boolean> {
+/** Writes with backpressure (`onWait` is told when it waits); false once the client is gone. */
+export async function write(res: ServerResponse, text: string | Uint8Array, onWait?: () => void): Promise<boolean> {
   if (res.destroyed) return false;
   if (!res.write(text)) {
+    onWait?.();
     await new Promise<void>((resolve) => {
       const done = () => {
         res.off('drain', done);
