@@ -16,6 +16,14 @@ export class ReadCache<T> {
     this.#load = options.load;
   }
 
+  /** The cached value without a load (and without a promise): a hit is marked like get's. */
+  peek(key: string): T | undefined {
+    const hit = this.#entries.get(key);
+    if (hit === undefined) return undefined;
+    hit.used = true;
+    return hit.value;
+  }
+
   async get(key: string): Promise<T | undefined> {
     const hit = this.#entries.get(key);
     if (hit !== undefined) {

@@ -117,7 +117,9 @@ export function createApp(resources: Resources, routes: readonly Route[]): { han
   };
 
   async function dispatch(route: Route, rawParams: Record<string, string>, request: HttpRequest, requestId: string): Promise<HttpReply> {
-    const principal = await authenticate(route, request);
+    // A known key is cached: authenticated without a promise.
+    const known = authenticate(route, request);
+    const principal = known instanceof Promise ? await known : known;
     const params = route.params ? parseInput(route.params, rawParams, null) : rawParams;
     const query = route.query ? parseInput(route.query, queryObject(request), null) : {};
     const body = route.body ? parseInput(route.body, await readJson(request), null) : undefined;
@@ -125,7 +127,7 @@ export function createApp(resources: Resources, routes: readonly Route[]): { han
     return toReply(result, route.response.status);
   }
 
-  async function authenticate(route: Route, request: HttpRequest, queryToken: string | null = null): Promise<Principal> {
+  function authenticate(route: Route, request: HttpRequest, queryToken: string | null = null): Principal | Promise<Principal> {
     switch (route.auth) {
       case 'none':
         return NO_PRINCIPAL;
@@ -139,18 +141,19 @@ export function createApp(resources: Resources, routes: readonly Route[]): { han
       case 'key-or-agent':
       case 'key': {
         const token = bearer(request) ?? queryToken;
-        if (token && route.auth === 'key-or-agent') {
-          const agent = await agentPrincipal(token);
-          if (agent) return agent;
-        }
         if (!token) {
           throw new TroupeError('missing_api_key', 'Missing API key. Send it as "Authorization: Bearer sk-troupe-...".');
         }
-        const principal = await resources.projects.authenticate(token);
-        if (!principal) throw new TroupeError('invalid_api_key', 'Invalid or revoked API key.');
-        return principal;
+        if (route.auth === 'key-or-agent') return agentOrKey(token);
+        const principal = resources.projects.authenticate(token);
+        return principal instanceof Promise ? principal.then(knownKey) : knownKey(principal);
       }
     }
+  }
+
+  async function agentOrKey(token: string): Promise<Principal> {
+    const agent = await agentPrincipal(token);
+    return agent ?? knownKey(await resources.projects.authenticate(token));
   }
 
   async function agentPrincipal(token: string): Promise<Principal | null> {
@@ -279,6 +282,11 @@ function toJson(body: unknown): string {
     frozenJson.set(body, text);
   }
   return text;
+}
+
+function knownKey(principal: Principal | null): Principal {
+  if (!principal) throw new TroupeError('invalid_api_key', 'Invalid or revoked API key.');
+  return principal;
 }
 
 function bearer(request: HttpRequest): string | null {

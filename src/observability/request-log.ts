@@ -26,14 +26,29 @@ interface PinoInternals {
 export function requestLogger(logger: Logger): (line: RequestLine) => void {
   const internals = logger as unknown as PinoInternals;
   const infoLevel = pino.levels.values.info as number;
+  const level = `{"level":${infoLevel}`;
   return (line) => {
     if (logger.levelVal > infoLevel) return;
     const stream = internals[pino.symbols.streamSym];
     stream.write(
-      `{"level":${infoLevel}${internals[pino.symbols.timeSym]()}${internals[pino.symbols.chindingsSym]}` +
-        `,"requestId":${JSON.stringify(line.requestId)},"method":${JSON.stringify(line.method)},"path":${JSON.stringify(line.path)}` +
-        `,"route":${JSON.stringify(line.route)},"status":${line.status},"durationMs":${line.durationMs}` +
-        `,${JSON.stringify(internals[pino.symbols.messageKeySym])}:"request"}\n`,
+      `${level}${internals[pino.symbols.timeSym]()}${internals[pino.symbols.chindingsSym]},"requestId":${quoted(line.requestId)}` +
+        `,"method":${quotedName(line.method)},"path":${JSON.stringify(line.path)},"route":${quotedName(line.route)},"status":${line.status}` +
+        `,"durationMs":${line.durationMs},${quotedName(internals[pino.symbols.messageKeySym])}:"request"}\n`,
     );
   };
+}
+
+/** Request ids are letters, digits and `._:-` (app.ts checks incoming ones), which JSON needs no escapes for. */
+const PLAIN = /^[A-Za-z0-9._:-]*$/;
+const quoted = (text: string): string => (PLAIN.test(text) ? `"${text}"` : JSON.stringify(text));
+
+/** Methods, route patterns and the message key: a few hundred values at most, each quoted once. */
+const names = new Map<string, string>();
+function quotedName(text: string): string {
+  let json = names.get(text);
+  if (json === undefined) {
+    json = JSON.stringify(text);
+    if (names.size < 1024) names.set(text, json);
+  }
+  return json;
 }
