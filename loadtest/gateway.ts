@@ -19,7 +19,7 @@ const HEADINGS = ['bare pipe (floor)', 'Troupe, upstream model', 'Troupe, charac
 const cfg = {
   rates: envRates('BENCH_RATES', '50,100,200'), durationSec: envNumber('BENCH_DURATION', 10, 1, false),
   warmupSec: envNumber('BENCH_WARMUP', 2, 0, false), cpuRate: envNumber('BENCH_CPU_RATE', 100, 1, false),
-  cpuDurationSec: envNumber('BENCH_CPU_DURATION', 5, 1, false), performRate: envNumber('BENCH_PERFORM_RATE', 50, 1, false),
+  cpuDurationSec: envNumber('BENCH_CPU_DURATION', 5, 1, false), cpuRounds: envNumber('BENCH_CPU_ROUNDS', 5, 1), performRate: envNumber('BENCH_PERFORM_RATE', 50, 1, false),
   readConnections: envNumber('BENCH_READ_CONNECTIONS', 50, 1), tokens: envNumber('BENCH_TOKENS', 20, 1),
   chunkDelayMs: envNumber('BENCH_CHUNK_DELAY_MS', 2, 0), engine: (envText('BENCH_ENGINE') ?? 'node') as Engine,
   logLevel: envLogLevel('BENCH_LOG_LEVEL', 'info'), parts: envList('BENCH_PARTS', ['proxy', 'cpu', 'perform', 'reads'] as const),
@@ -119,13 +119,22 @@ async function chatParts({ stamp, log }: Run, uwsNode: string | null): Promise<v
       result.proxy.push({ rate, mode, ...phaseResult(runs), cpuPercent: runs[0]?.cpu ?? null });
     }
   }
-  for (const target of cfg.parts.includes('cpu') ? [...streamTargets, ...plainTargets] : []) {
-    const cpu: (number | null)[] = [];
-    const onWindow = () => void cpu.push(processCpuSeconds(target.server.pid));
-    const [run] = await runLoad([target], { rate: cfg.cpuRate, warmupSec: 1, durationSec: cfg.cpuDurationSec, onWindow });
-    const calls = run?.scheduled ?? 0;
-    result.cpu.push({ label: target.label, process: target.server.name, rate: cfg.cpuRate, calls, failures: calls - (run?.ok ?? 0),
-      cpuMsPerCall: cpuPerCall(cpu[0] ?? null, cpu[1] ?? null, calls), stream: target.stream });
+  // Targets take turns in short windows, so a machine that speeds up or slows down during the part weighs on each alike.
+  const cpuTargets = cfg.parts.includes('cpu') ? [...streamTargets, ...plainTargets] : [];
+  const cpuSums = cpuTargets.map(() => ({ seconds: 0, calls: 0, ok: 0 }));
+  for (let round = 0; round < cfg.cpuRounds; round++) {
+    for (const [i, target] of cpuTargets.entries()) {
+      const cpu: (number | null)[] = [];
+      const onWindow = () => void cpu.push(processCpuSeconds(target.server.pid));
+      const [run] = await runLoad([target], { rate: cfg.cpuRate, warmupSec: round === 0 ? 1 : 0.3, durationSec: cfg.cpuDurationSec / cfg.cpuRounds, onWindow });
+      const sum = cpuSums[i]!;
+      [sum.seconds, sum.calls, sum.ok] = [sum.seconds + (cpu[1] ?? NaN) - (cpu[0] ?? NaN), sum.calls + (run?.scheduled ?? 0), sum.ok + (run?.ok ?? 0)];
+    }
+  }
+  for (const [i, target] of cpuTargets.entries()) {
+    const { seconds, calls, ok } = cpuSums[i]!;
+    result.cpu.push({ label: target.label, process: target.server.name, rate: cfg.cpuRate, calls, failures: calls - ok,
+      cpuMsPerCall: (seconds * 1000) / calls, stream: target.stream });
   }
   if (cfg.parts.includes('perform')) {
     const { perform, direct } = await performTargets(troupe, characterId, MESSAGES[0]?.content ?? '', upstream.port);
