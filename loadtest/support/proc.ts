@@ -7,11 +7,15 @@ import { attempt } from './children.ts';
 const HZ = 100;
 const read = (path: string): string | null => attempt(() => readFileSync(path, 'utf8'));
 const list = (path: string): string[] | null => attempt(() => readdirSync(path));
-/** CPU seconds of a process: its threads' nanosecond run times (schedstat) where readable, else utime + stime in ticks. */
+/**
+ * CPU seconds of a process: its threads' nanosecond run times (schedstat) where the kernel has
+ * them, else utime + stime in ticks. A thread that ends between listing and reading counts 0,
+ * so one window never mixes the two sources.
+ */
 export function processCpuSeconds(pid: number): number | null {
   const tasks = list(`/proc/${pid}/task`);
-  const ns = tasks?.reduce((sum, tid) => sum + Number(read(`/proc/${pid}/task/${tid}/schedstat`)?.split(' ')[0]), 0);
-  if (ns !== undefined && Number.isFinite(ns) && ns > 0) return ns / 1e9;
+  const ns = tasks?.reduce((sum, tid) => sum + (Number(read(`/proc/${pid}/task/${tid}/schedstat`)?.split(' ')[0]) || 0), 0);
+  if (ns !== undefined && ns > 0) return ns / 1e9;
   const stat = read(`/proc/${pid}/stat`);
   // Fields after the parenthesised command name; utime and stime are fields 14 and 15.
   const fields = stat?.slice(stat.lastIndexOf(')') + 2).split(' ');

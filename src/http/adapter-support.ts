@@ -1,7 +1,13 @@
-import type { HttpEngineOptions } from './types.ts';
+import type { BufferedReply, HttpEngineOptions } from './types.ts';
 
 /** The reply when a handler itself failed: the core normally maps errors, so this is a last resort. */
 export const INTERNAL_ERROR_BODY = '{"error":{"message":"Internal error","type":"api_error","param":null,"code":"internal_error"}}';
+
+/** Reports a handler's own failure and answers 500 (both engines, HTTP and upgrades). */
+export function internalErrorReply(options: HttpEngineOptions, err: unknown): BufferedReply {
+  options.onAdapterError(err);
+  return { status: 500, headers: { 'content-type': 'application/json' }, body: INTERNAL_ERROR_BODY };
+}
 
 /** One failing WebSocket handler must never take the process down. */
 export function guard(options: HttpEngineOptions, fn: () => void): void {

@@ -1,7 +1,7 @@
 import { STATUS_CODES, createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo, Socket } from 'node:net';
 import { WebSocketServer, type WebSocket } from 'ws';
-import { guard, hasBody, INTERNAL_ERROR_BODY, NO_BODY } from './adapter-support.ts';
+import { guard, hasBody, internalErrorReply, NO_BODY } from './adapter-support.ts';
 import { BodyQueue } from './body-queue.ts';
 import { CloseCode } from './close-codes.ts';
 import {
@@ -87,8 +87,7 @@ async function serve(req: IncomingMessage, res: ServerResponse, options: HttpEng
     try {
       reply = await options.handler(request);
     } catch (err) {
-      options.onAdapterError(err);
-      reply = { status: 500, headers: { 'content-type': 'application/json' }, body: INTERNAL_ERROR_BODY };
+      reply = internalErrorReply(options, err);
     }
     if (res.destroyed) return;
     if (isStreamReply(reply)) {
@@ -167,8 +166,7 @@ async function acceptUpgrade(
   try {
     decision = await upgrade(new NodeRequest(req, null, controller.signal));
   } catch (err) {
-    options.onAdapterError(err);
-    decision = { status: 500, headers: { 'content-type': 'application/json' }, body: INTERNAL_ERROR_BODY };
+    decision = internalErrorReply(options, err);
   }
   if (socket.destroyed) return;
   if (!isWebSocketHandler(decision)) {

@@ -1,6 +1,6 @@
 import { STATUS_CODES } from 'node:http';
 import uWS from 'uWebSockets.js';
-import { guard, hasBody, INTERNAL_ERROR_BODY, NO_BODY } from './adapter-support.ts';
+import { guard, hasBody, internalErrorReply, NO_BODY } from './adapter-support.ts';
 import { BodyQueue } from './body-queue.ts';
 import { CloseCode } from './close-codes.ts';
 import { CorkAnchor } from './uws-cork-anchor.ts';
@@ -213,8 +213,7 @@ async function respond(res: uWS.HttpResponse, exchange: Exchange, options: HttpE
   try {
     reply = await options.handler(exchange);
   } catch (err) {
-    options.onAdapterError(err);
-    reply = { status: 500, headers: { 'content-type': 'application/json' }, body: INTERNAL_ERROR_BODY };
+    reply = internalErrorReply(options, err);
   }
   if (exchange.aborted) return;
   if (isStreamReply(reply)) {
@@ -313,8 +312,7 @@ async function decideUpgrade(
   try {
     return await upgrade(exchange);
   } catch (err) {
-    options.onAdapterError(err);
-    return { status: 500, headers: { 'content-type': 'application/json' }, body: INTERNAL_ERROR_BODY };
+    return internalErrorReply(options, err);
   }
 }
 

@@ -78,7 +78,7 @@ export class OpenAiHttp {
   async post(path: string, body: unknown, signal: AbortSignal, accept = 'application/json'): Promise<IncomingMessage> {
     const payload = Buffer.from(JSON.stringify(body));
     // Host, port and path as options: a URL per call costs a parse here and a conversion in node:http.
-    const target = this.#targets.get(path) ?? this.#target(path);
+    const target = this.#target(path);
     for (let attempt = 0; ; attempt++) {
       try {
         return await this.#once(target, payload, accept, signal);
@@ -102,9 +102,12 @@ export class OpenAiHttp {
   }
 
   #target(path: string): Target {
-    const url = new URL(path, this.#base);
-    const target = { protocol: url.protocol, hostname: url.hostname.replace(/^\[(.*)\]$/, '$1'), port: url.port, path: `${url.pathname}${url.search}` };
-    this.#targets.set(path, target);
+    let target = this.#targets.get(path);
+    if (target === undefined) {
+      const url = new URL(path, this.#base);
+      target = { protocol: url.protocol, hostname: url.hostname.replace(/^\[(.*)\]$/, '$1'), port: url.port, path: `${url.pathname}${url.search}` };
+      this.#targets.set(path, target);
+    }
     return target;
   }
 
@@ -283,8 +286,7 @@ export class SseReader implements AsyncIterableIterator<Record<string, unknown>>
       }
       const payload = parseEventData(data, this.#event);
       this.#event = '';
-      if (this.#pump) this.#pump.deliver(payload);
-      else this.#ready.push(payload);
+      this.#parsed(payload);
     } else if (line.startsWith('data:')) {
       const value = line.charCodeAt(5) === 32 ? line.slice(6) : line.slice(5);
       this.#data = this.#data === null ? value : `${this.#data}\n${value}`;
@@ -308,14 +310,18 @@ export class SseReader implements AsyncIterableIterator<Record<string, unknown>>
     }
     if (this.#failure === null && !this.#done && this.#data !== null && this.#data !== '[DONE]') {
       try {
-        const payload = parseEventData(this.#data, this.#event);
-        if (this.#pump) this.#pump.deliver(payload);
-        else this.#ready.push(payload);
+        this.#parsed(parseEventData(this.#data, this.#event));
       } catch (parseErr) {
         this.#failure = parseErr;
       }
     }
     this.#signal();
+  }
+
+  /** A payload goes to the pump when there is one, else waits for `next`. */
+  #parsed(payload: Record<string, unknown>): void {
+    if (this.#pump) this.#pump.deliver(payload);
+    else this.#ready.push(payload);
   }
 
   #signal(): void {
@@ -367,7 +373,6 @@ export class SseReader implements AsyncIterableIterator<Record<string, unknown>>
     this.#done = true;
     pump.resolve(false);
   }
-
 }
 
 function parseEventData(data: string, event: string): Record<string, unknown> {
