@@ -2,6 +2,7 @@ import { setImmediate as nextTurn } from 'node:timers/promises';
 import { sql } from 'drizzle-orm';
 import type { Logger } from 'pino';
 import type { Db, Executor, OwnConnection } from '../db/database.ts';
+import { executePrepared } from '../db/prepared-statement.ts';
 import type { Chunk } from '../documents/chunker.ts';
 import { chunkList, type ChunkList } from '../documents/packed-chunks.ts';
 import { newId } from '../ids.ts';
@@ -342,11 +343,11 @@ class PostgresDocumentIndex implements DocumentIndex {
     return probesFor(indexed.lists);
   }
 
-  /** The rows of the chunks at these positions, one round trip. */
+  /** The rows of the chunks at these positions, one round trip (prepared: `limit` texts at most, one per count). */
   async #rowsAt(hits: TextHit[]): Promise<SearchRow[]> {
     const keys = sql.join(hits.map((hit) => sql`(${hit.documentId}, ${hit.ordinal}::int)`), sql`, `);
     return rowsOf<SearchRow>(
-      await this.#db.execute(sql`select c.id, c.document_id, c.ordinal, c.content, c.page, c.heading_path
+      await executePrepared(this.#db, sql`select c.id, c.document_id, c.ordinal, c.content, c.page, c.heading_path
         from (values ${keys}) as k(document_id, ordinal) join document_chunks c on c.document_id = k.document_id and c.ordinal = k.ordinal`),
     );
   }

@@ -1,5 +1,6 @@
 import { sql, type SQL } from 'drizzle-orm';
 import type { Executor } from '../db/database.ts';
+import { executePrepared } from '../db/prepared-statement.ts';
 import { rowsOf } from './pgvector-setup.ts';
 import { TERM_BLOCK, type TermBlock, type TermStats } from './text-ranking.ts';
 
@@ -38,7 +39,7 @@ interface SetRow {
  */
 export async function readTermSets(db: Executor, owner: { projectId: string; characterId: string }, words: string): Promise<TermSets> {
   const rows = rowsOf<SetRow>(
-    await db.execute(sql`
+    await executePrepared(db, sql`
       with owned as (
         select id, chunk_count from documents where project_id = ${owner.projectId} and character_id = ${owner.characterId} and status = 'ready'
       ), terms as materialized (select array(select distinct t.lexeme from unnest(to_tsvector('simple', ${words})) as t) as lexemes),

@@ -1,5 +1,6 @@
 import { sql } from 'drizzle-orm';
 import type { Db } from '../db/database.ts';
+import { executePrepared } from '../db/prepared-statement.ts';
 import { rowsOf, vectorIndexOf } from './pgvector-setup.ts';
 
 /**
@@ -51,7 +52,7 @@ export async function vectorHits(
   const probes = options.probes ?? probesFor((await vectorIndexOf(db, vector.length))?.lists ?? 1);
   // Infinity (always exact) as the largest bigint.
   const exactUpTo = Number.isFinite(options.exactUpTo) ? Math.floor(options.exactUpTo) : Number.MAX_SAFE_INTEGER;
-  const rows = await db.execute(sql`select id, document_id, ordinal from document_chunks_nearest_ready(${vector.length}::int, ${vectorLiteral(vector)},
+  const rows = await executePrepared(db, sql`select id, document_id, ordinal from document_chunks_nearest_ready(${vector.length}::int, ${vectorLiteral(vector)},
     ${owner.projectId}, ${owner.characterId}, ${limit}::int, ${probes}::int, ${exactUpTo}::bigint)`);
   return rowsOf<{ id: string; document_id: string; ordinal: number }>(rows).map((row) => ({ id: row.id, documentId: row.document_id, ordinal: Number(row.ordinal) }));
 }

@@ -80,8 +80,8 @@ describe.each(BACKENDS.filter((backend) => backend.vectors))('characters with a 
     await addDocument(hero, 1_000);
     expect(await registered()).toEqual({});
     await addDocument(hero, 1_000);
-    expect(await registered()).toEqual({ [hero]: { lists: 2, chunks: 2_000, name: characterIndexName(hero, DIMS, 2) } });
-    expect(await characterIndexes()).toEqual([characterIndexName(hero, DIMS, 2)]);
+    expect(await registered()).toEqual({ [hero]: { lists: 4, chunks: 2_000, name: characterIndexName(hero, DIMS, 4) } });
+    expect(await characterIndexes()).toEqual([characterIndexName(hero, DIMS, 4)]);
 
     // The statement the search function runs, with the probes the row gives.
     const query = `[${vector().join(',')}]`;
@@ -92,7 +92,7 @@ describe.each(BACKENDS.filter((backend) => backend.vectors))('characters with a 
           and c.character_id = ${hero} order by c.embedding::halfvec(${sql.raw(String(DIMS))}) <=> ${query}::halfvec(${sql.raw(String(DIMS))}) limit 24`),
       ).map((row) => row['QUERY PLAN']);
     });
-    expect(plan.join('\n')).toContain(characterIndexName(hero, DIMS, 2));
+    expect(plan.join('\n')).toContain(characterIndexName(hero, DIMS, 4));
   });
 
   it('finds >= 95% of the exact cosine top 6 through it', async () => {
@@ -119,10 +119,10 @@ describe.each(BACKENDS.filter((backend) => backend.vectors))('characters with a 
 
   it('rebuilds it with more lists once the chunks double, dropping the old one', async () => {
     await addDocument(hero, 1_000);
-    expect((await registered())[hero]?.lists).toBe(2);
+    expect((await registered())[hero]?.lists).toBe(4);
     await addDocument(hero, 1_000);
-    expect((await registered())[hero]).toEqual({ lists: 4, chunks: 4_000, name: characterIndexName(hero, DIMS, 4) });
-    expect(await characterIndexes()).toEqual([characterIndexName(hero, DIMS, 4)]);
+    expect((await registered())[hero]).toEqual({ lists: 8, chunks: 4_000, name: characterIndexName(hero, DIMS, 8) });
+    expect(await characterIndexes()).toEqual([characterIndexName(hero, DIMS, 8)]);
   });
 
   it('gives the room there is to the largest characters', async () => {
@@ -132,7 +132,7 @@ describe.each(BACKENDS.filter((backend) => backend.vectors))('characters with a 
     expect(Object.keys(await registered()).sort()).toEqual([hero, third].sort());
     await addDocument(fourth, 1_700);
     expect(Object.keys(await registered()).sort()).toEqual([hero, third].sort());
-    expect(await characterIndexes()).toEqual([characterIndexName(hero, DIMS, 4), characterIndexName(third, DIMS, 1)].sort());
+    expect(await characterIndexes()).toEqual([characterIndexName(hero, DIMS, 8), characterIndexName(third, DIMS, 3)].sort());
     // The evicted character is still searched, through the shared index.
     expect(await index.search({ projectId, characterId: second, text: 'zzzz', embedding: vector(), limit: LIMIT })).toHaveLength(LIMIT);
   });
@@ -141,7 +141,7 @@ describe.each(BACKENDS.filter((backend) => backend.vectors))('characters with a 
     await db.delete(characters).where(eq(characters.id, third));
     expect(Object.keys(await registered())).toEqual([hero]);
     index = await open();
-    expect(await characterIndexes()).toEqual([characterIndexName(hero, DIMS, 4)]);
+    expect(await characterIndexes()).toEqual([characterIndexName(hero, DIMS, 8)]);
     expect(await index.search({ projectId, characterId: hero, text: 'zzzz', embedding: vector(), limit: LIMIT })).toHaveLength(LIMIT);
   });
 
