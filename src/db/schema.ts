@@ -299,6 +299,8 @@ export const characterVectorIndexes = pgTable(
     probes: integer('probes').notNull(),
     /** The character's ready chunks when it was built: it is rebuilt once they double. */
     chunks: integer('chunks').notNull(),
+    /** What its lists hold: `halfvec` (2 bytes a number) or `vector` (4; PGlite, where it is compared twice as fast). */
+    element: text('element').notNull().default('halfvec'),
   },
   (t) => [primaryKey({ columns: [t.characterId, t.dimensions] })],
 );

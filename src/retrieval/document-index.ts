@@ -87,7 +87,11 @@ export async function openDocumentIndex(options: PostgresDocumentIndexOptions): 
   const { embeddingColumn, lists } = await prepareVectorSearch(options.db, options);
   const own = options.ownConnection ?? null;
   if (own && lists > 0 && options.dimensions !== undefined) await dropFailedBuilds(options.db, own, { dimensions: options.dimensions, logger: options.logger });
-  const builder: CharacterIndexBuilder = own ? { kind: 'concurrent', own, db: options.db } : { kind: 'transaction', db: options.db };
+  // Without a connection of its own the database is PGlite (or runs like it): builds in a
+  // transaction, and float32 lists, which WebAssembly compares about twice as fast as halfvec.
+  const builder: CharacterIndexBuilder = own
+    ? { kind: 'concurrent', own, db: options.db, element: 'halfvec' }
+    : { kind: 'transaction', db: options.db, element: 'vector' };
   if (lists > 0 && options.dimensions !== undefined) await dropUnregisteredCharacterIndexes(builder, options.dimensions, options.logger);
   if (embeddingColumn && options.embeddings && options.dimensions === undefined) {
     options.logger.info('EMBEDDINGS_DIMENSIONS is not set, so there is no vector index and vector search scans every chunk of a character');
@@ -287,7 +291,7 @@ class PostgresDocumentIndex implements DocumentIndex {
     if (!indexed || !this.vectors) return Promise.resolve();
     const { builder, limits } = this.#characterIndexes;
     return this.#upkeep.run(`character ${characterId}`, async () => {
-      if (await characterIndexDue(this.#db, characterId, indexed.dimensions, limits)) {
+      if (await characterIndexDue(this.#db, characterId, indexed.dimensions, limits, builder.element)) {
         await buildCharacterIndex(builder, { characterId, dimensions: indexed.dimensions, limits, logger: this.#logger });
       }
     });
