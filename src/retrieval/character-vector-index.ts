@@ -86,6 +86,16 @@ function idLiteral(characterId: string) {
  * baseline-compiled), and a search there is mostly comparisons, so its indexes hold float32.
  */
 export type CharacterIndexElement = 'halfvec' | 'vector';
+/** pgvector's IVFFlat takes `vector` of at most 2,000 dimensions (`halfvec`: 4,000). */
+const IVFFLAT_MAX_VECTOR_DIMENSIONS = 2000;
+
+/**
+ * The element of a character's index: float32 where builds run in a transaction (PGlite), as far
+ * as IVFFlat takes it; halfvec on a PostgreSQL server, which compares it with F16C.
+ */
+export function characterIndexElement(kind: CharacterIndexBuilder['kind'], dimensions: number | undefined): CharacterIndexElement {
+  return kind === 'transaction' && (dimensions ?? 0) <= IVFFLAT_MAX_VECTOR_DIMENSIONS ? 'vector' : 'halfvec';
+}
 
 /** The index narrowed to the character's rows, over the expression the search function uses for `element`. */
 function definition(characterId: string, dimensions: number, lists: number, element: CharacterIndexElement) {

@@ -16,6 +16,7 @@ import {
   CHARACTER_INDEX_MIN_CHUNKS,
   CHARACTER_INDEXES_MAX,
   characterIndexDue,
+  characterIndexElement,
   dropUnregisteredCharacterIndexes,
   type CharacterIndexBuilder,
   type CharacterIndexLimits,
@@ -90,8 +91,8 @@ export async function openDocumentIndex(options: PostgresDocumentIndexOptions): 
   // Without a connection of its own the database is PGlite (or runs like it): builds in a
   // transaction, and float32 lists, which WebAssembly compares about twice as fast as halfvec.
   const builder: CharacterIndexBuilder = own
-    ? { kind: 'concurrent', own, db: options.db, element: 'halfvec' }
-    : { kind: 'transaction', db: options.db, element: 'vector' };
+    ? { kind: 'concurrent', own, db: options.db, element: characterIndexElement('concurrent', options.dimensions) }
+    : { kind: 'transaction', db: options.db, element: characterIndexElement('transaction', options.dimensions) };
   if (lists > 0 && options.dimensions !== undefined) await dropUnregisteredCharacterIndexes(builder, options.dimensions, options.logger);
   if (embeddingColumn && options.embeddings && options.dimensions === undefined) {
     options.logger.info('EMBEDDINGS_DIMENSIONS is not set, so there is no vector index and vector search scans every chunk of a character');
