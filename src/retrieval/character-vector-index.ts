@@ -11,7 +11,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { sql } from 'drizzle-orm';
 import type { Logger } from 'pino';
 import type { Db, Executor, OwnConnection } from '../db/database.ts';
-import { buildMemorySetting, rowsOf, vectorIndexDefinition, vectorIndexLock } from './pgvector-setup.ts';
+import { buildMemorySetting, listsFor, rowsOf, vectorIndexDefinition, vectorIndexLock, type VectorElement } from './pgvector-setup.ts';
 import { probesFor } from './vector-search.ts';
 
 /** A character gets an index of its own from this many ready chunks [10,000: ten lists]. */
@@ -51,10 +51,6 @@ interface Registered {
   element: CharacterIndexElement;
 }
 
-/** The lists of a character's index over `chunks` ready chunks. */
-export function characterListsFor(chunks: number): number {
-  return Math.max(1, Math.floor(chunks / CHARACTER_CHUNKS_PER_LIST));
-}
 
 /** 16 hex digits of the id's md5: names stay within PostgreSQL's 63 bytes whatever the id. */
 function hashOf(characterId: string): string {
@@ -85,7 +81,7 @@ function idLiteral(characterId: string) {
  * as fast as halfvec (WebAssembly has no F16C; 1.7-2.1 against 4.2 µs a comparison, 10k rows,
  * baseline-compiled), and a search there is mostly comparisons, so its indexes hold float32.
  */
-export type CharacterIndexElement = 'halfvec' | 'vector';
+export type CharacterIndexElement = VectorElement;
 /** pgvector's IVFFlat takes `vector` of at most 2,000 dimensions (`halfvec`: 4,000). */
 const IVFFLAT_MAX_VECTOR_DIMENSIONS = 2000;
 
@@ -99,12 +95,7 @@ export function characterIndexElement(kind: CharacterIndexBuilder['kind'], dimen
 
 /** The index narrowed to the character's rows, over the expression the search function uses for `element`. */
 function definition(characterId: string, dimensions: number, lists: number, element: CharacterIndexElement) {
-  const n = sql.raw(String(dimensions));
-  const index =
-    element === 'halfvec'
-      ? vectorIndexDefinition(dimensions, lists)
-      : sql`on document_chunks using ivfflat ((embedding::vector(${n})) vector_cosine_ops) with (lists = ${sql.raw(String(lists))}) where embedding_dims = ${n}`;
-  return sql`${index} and character_id = ${idLiteral(characterId)}`;
+  return sql`${vectorIndexDefinition(dimensions, lists, element)} and character_id = ${idLiteral(characterId)}`;
 }
 
 async function registered(db: Executor, dimensions: number): Promise<Registered[]> {
@@ -187,7 +178,7 @@ export async function buildCharacterIndex(
       logger.info({ characterId: smallest.characterId, dimensions, chunks: smallest.chunks }, 'character vector index given up to a larger character');
     }
     await dropLeftovers(db, concurrently, (name) => name.startsWith(`${NAME_PREFIX}${hash}_${dimensions}_`) && name !== existing?.indexName);
-    const lists = characterListsFor(chunks);
+    const lists = listsFor(chunks, CHARACTER_CHUNKS_PER_LIST);
     const name = characterIndexName(characterId, dimensions, lists, element);
     const started = performance.now();
     await db.execute(sql`create index ${concurrently} if not exists ${sql.identifier(name)} ${definition(characterId, dimensions, lists, element)}`);

@@ -118,19 +118,22 @@ export async function chunksOf(db: Executor, dimensions: number): Promise<number
   return Number(count?.rows ?? 0);
 }
 
-/** pgvector's advice, rows / 1,000 lists, within its bounds. */
-export function listsFor(rows: number): number {
-  return Math.min(IVFFLAT_MAX_LISTS, Math.max(1, Math.floor(rows / CHUNKS_PER_LIST)));
+/** pgvector's advice, rows / 1,000 lists (or `perList`), within its bounds. */
+export function listsFor(rows: number, perList = CHUNKS_PER_LIST): number {
+  return Math.min(IVFFLAT_MAX_LISTS, Math.max(1, Math.floor(rows / perList)));
 }
 
 export function vectorIndexName(dimensions: number, lists: number): string {
   return `document_chunks_embedding_${dimensions}_ivf${lists}`;
 }
 
-/** Everything after the index name in CREATE INDEX. */
-export function vectorIndexDefinition(dimensions: number, lists: number): SQL {
-  const n = sql.raw(String(dimensions));
-  return sql`on document_chunks using ivfflat ((embedding::halfvec(${n})) halfvec_cosine_ops) with (lists = ${sql.raw(String(lists))})
+/** What an IVFFlat index's lists hold: `halfvec` (2 bytes a number), or `vector` (float32). */
+export type VectorElement = 'halfvec' | 'vector';
+
+/** Everything after the index name in CREATE INDEX; searches must order by the same expression. */
+export function vectorIndexDefinition(dimensions: number, lists: number, element: VectorElement = 'halfvec'): SQL {
+  const [n, type] = [sql.raw(String(dimensions)), sql.raw(element)];
+  return sql`on document_chunks using ivfflat ((embedding::${type}(${n})) ${type}_cosine_ops) with (lists = ${sql.raw(String(lists))})
       where embedding_dims = ${n}`;
 }
 
