@@ -348,12 +348,19 @@ class PostgresDocumentIndex implements DocumentIndex {
     return probesFor(indexed.lists);
   }
 
-  /** The rows of the chunks at these positions, one round trip (prepared: `limit` texts at most, one per count). */
+  /**
+   * The rows of the chunks at these positions, one round trip. The positions go as two array
+   * parameters, so the statement's text is one and fixed (prepared once per connection) and no
+   * SQL is built per hit.
+   */
   async #rowsAt(hits: TextHit[]): Promise<SearchRow[]> {
-    const keys = sql.join(hits.map((hit) => sql`(${hit.documentId}, ${hit.ordinal}::int)`), sql`, `);
+    // Document ids are Troupe's own (letters, digits, underscores): safe inside an array literal.
+    const documentIds = `{${hits.map((hit) => hit.documentId).join(',')}}`;
+    const ordinals = `{${hits.map((hit) => hit.ordinal).join(',')}}`;
     return rowsOf<SearchRow>(
       await executePrepared(this.#db, sql`select c.id, c.document_id, c.ordinal, c.content, c.page, c.heading_path
-        from (values ${keys}) as k(document_id, ordinal) join document_chunks c on c.document_id = k.document_id and c.ordinal = k.ordinal`),
+        from unnest(${documentIds}::text[], ${ordinals}::int[]) as k(document_id, ordinal)
+        join document_chunks c on c.document_id = k.document_id and c.ordinal = k.ordinal`),
     );
   }
 }
