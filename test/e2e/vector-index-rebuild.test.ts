@@ -97,11 +97,14 @@ describe.each(BACKENDS)('retraining the vector index on $kind', (backend) => {
   async function buildUnderWay(): Promise<number> {
     return vi.waitFor(
       async () => {
+        // Past 'initializing': the build shows in the progress view before the transaction that
+        // adds its (invalid) index to the catalog commits, and only then does it start waiting.
         const [row] = rowsOf<{ pid: number }>(
           await db.execute(sql`select pid from pg_stat_progress_create_index
-            where datname = current_database() and relid = 'document_chunks'::regclass and command = 'CREATE INDEX CONCURRENTLY'`),
+            where datname = current_database() and relid = 'document_chunks'::regclass and command = 'CREATE INDEX CONCURRENTLY'
+              and phase <> 'initializing'`),
         );
-        if (!row) throw new Error('no concurrent build yet');
+        if (!row) throw new Error('no concurrent build waiting yet');
         return row.pid;
       },
       { timeout: 20_000, interval: 50 },
