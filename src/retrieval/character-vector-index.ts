@@ -51,7 +51,6 @@ interface Registered {
   element: CharacterIndexElement;
 }
 
-
 /** 16 hex digits of the id's md5: names stay within PostgreSQL's 63 bytes whatever the id. */
 function hashOf(characterId: string): string {
   return createHash('md5').update(characterId).digest('hex').slice(0, 16);

@@ -91,7 +91,7 @@ export async function openDocumentIndex(options: PostgresDocumentIndexOptions): 
   // Without a connection of its own the database is PGlite (or runs like it): builds in a
   // transaction, and float32 lists, which WebAssembly compares about twice as fast as halfvec.
   const builder: CharacterIndexBuilder = own
-    ? { kind: 'concurrent', own, db: options.db, element: 'halfvec' }
+    ? { kind: 'concurrent', own, db: options.db, element: characterIndexElement('concurrent', options.dimensions) }
     : { kind: 'transaction', db: options.db, element: characterIndexElement('transaction', options.dimensions) };
   if (lists > 0 && options.dimensions !== undefined) await dropUnregisteredCharacterIndexes(builder, options.dimensions, options.logger);
   if (embeddingColumn && options.embeddings && options.dimensions === undefined) {
