@@ -21,7 +21,7 @@ import {
   type CharacterIndexBuilder,
   type CharacterIndexLimits,
 } from './character-vector-index.ts';
-import { dropFailedBuilds, markAskingWrite, retrainVectorIndexConcurrently } from './vector-index-rebuild.ts';
+import { dropFailedBuilds, markAskingWrite, RETRAIN_RETRY_MS, retrainVectorIndexConcurrently, retrainWithRetries } from './vector-index-rebuild.ts';
 import { probesFor, vectorHits, vectorLiteral } from './vector-search.ts';
 
 export interface DocumentIndex {
@@ -81,6 +81,8 @@ export interface PostgresDocumentIndexOptions {
   vacuumTermSets?: boolean;
   /** When characters get a vector index of their own [CHARACTER_INDEX_MIN_CHUNKS, CHARACTER_INDEXES_MAX]. */
   characterIndexes?: Partial<CharacterIndexLimits>;
+  /** A failed background retraining is tried again after this long, then twice as long [RETRAIN_RETRY_MS]. */
+  retrainRetryMs?: number;
 }
 
 /** Startup: checks for pgvector (warning when it is missing), makes the vector index, returns the index. */
@@ -107,6 +109,7 @@ export async function openDocumentIndex(options: PostgresDocumentIndexOptions): 
     indexed: lists > 0 && options.dimensions !== undefined ? { dimensions: options.dimensions, lists } : null,
     ownConnection: own,
     vacuumTermSets: options.vacuumTermSets ?? false,
+    retrainRetryMs: options.retrainRetryMs ?? RETRAIN_RETRY_MS,
     characterIndexes: {
       builder,
       limits: { minChunks: CHARACTER_INDEX_MIN_CHUNKS, max: CHARACTER_INDEXES_MAX, ...options.characterIndexes },
@@ -139,6 +142,7 @@ class PostgresDocumentIndex implements DocumentIndex {
   #written = 0;
   #training = false;
   readonly #vacuumTermSets: boolean;
+  readonly #retrainRetryMs: number;
   readonly #characterIndexes: { builder: CharacterIndexBuilder; limits: CharacterIndexLimits };
   /** The term-set VACUUM and each character's index upkeep, one run at a time each. */
   readonly #upkeep = new CoalescedRuns();
@@ -153,8 +157,10 @@ class PostgresDocumentIndex implements DocumentIndex {
     indexed: { dimensions: number; lists: number } | null;
     ownConnection: OwnConnection | null;
     vacuumTermSets: boolean;
+    retrainRetryMs: number;
     characterIndexes: { builder: CharacterIndexBuilder; limits: CharacterIndexLimits };
   }) {
+    this.#retrainRetryMs = options.retrainRetryMs;
     this.#characterIndexes = options.characterIndexes;
     this.#own = options.ownConnection;
     this.#vacuumTermSets = options.vacuumTermSets;
@@ -249,13 +255,17 @@ class PostgresDocumentIndex implements DocumentIndex {
       throw err;
     }
     const options = { dimensions, logger: this.#logger };
-    (own ? retrainVectorIndexConcurrently(own, options) : trainVectorIndex(this.#db, { ...options, wait: false }))
-      .then((lists) => {
-        if (lists !== null) Object.assign(indexed, { lists, at: performance.now() });
-        // Another build held the lock: the next block written looks again.
-        else this.#written = Math.max(RETRAIN_CHECK_CHUNKS, indexed.lists * CHUNKS_PER_LIST);
-      })
-      .catch((err: unknown) => this.#logger.warn({ err }, 'could not retrain the vector index; searches still use the old one'))
+    const retrain = () => (own ? retrainVectorIndexConcurrently(own, options) : trainVectorIndex(this.#db, { ...options, wait: false }));
+    // Another build held the lock, or every attempt failed: the next block written looks again.
+    const later = () => (this.#written = Math.max(RETRAIN_CHECK_CHUNKS, indexed.lists * CHUNKS_PER_LIST));
+    retrainWithRetries(retrain, { retryMs: this.#retrainRetryMs, logger: this.#logger })
+      .then(
+        (lists) => (lists === null ? later() : Object.assign(indexed, { lists, at: performance.now() })),
+        (err: unknown) => {
+          later();
+          this.#logger.error({ err }, 'gave up retraining the vector index for now; searches use the old one, and the next chunks written try again');
+        },
+      )
       .finally(() => {
         this.#training = false;
       });

@@ -1,6 +1,7 @@
 // The background retraining of the vector index on a PostgreSQL server. The transactional build
 // (trainVectorIndex) holds a SHARE lock, so chunk writes waited for all of it (8 s at 240k
 // chunks); this one runs CREATE INDEX CONCURRENTLY on a connection of its own, and writes go on.
+import { setTimeout as delay } from 'node:timers/promises';
 import { sql } from 'drizzle-orm';
 import type { Logger } from 'pino';
 import type { Db, Executor, OwnConnection } from '../db/database.ts';
@@ -89,5 +90,30 @@ async function dropLeftovers(db: Db, dimensions: number, logger: Logger): Promis
   for (const name of await failedBuildsOf(db, dimensions)) {
     await db.execute(sql`drop index concurrently if exists ${sql.identifier(name)}`);
     logger.warn({ dimensions, index: name }, 'dropped a vector index a failed or interrupted build left');
+  }
+}
+
+/** Attempts after the first when a background retraining fails, each after twice the wait before. */
+const RETRAIN_RETRIES = 4;
+/** The wait before the first of them [RETRAIN_RETRY_MS]. */
+export const RETRAIN_RETRY_MS = 30_000;
+
+/**
+ * Runs a background retraining, and runs it again later when it fails: a build the deadlock
+ * detector cancelled (a VACUUM of the table while the build waits), or one an operator cancelled,
+ * leaves the index with the lists it had, and otherwise only more chunk writes would retrain it.
+ * The failed build's invalid index is dropped by the next attempt. Rejects with the last failure.
+ */
+export async function retrainWithRetries<T>(run: () => Promise<T>, options: { retryMs: number; logger: Logger }): Promise<T> {
+  for (let attempt = 0; ; attempt++) {
+    try {
+      return await run();
+    } catch (err) {
+      if (attempt >= RETRAIN_RETRIES) throw err;
+      const retryInMs = options.retryMs * 2 ** attempt;
+      options.logger.warn({ err, retryInMs }, 'could not retrain the vector index; searches still use the old one until a later attempt succeeds');
+      // Unreferenced: a pending attempt does not keep a stopping process alive.
+      await delay(retryInMs, undefined, { ref: false });
+    }
   }
 }

@@ -205,4 +205,28 @@ describe.each(BACKENDS)('retraining the vector index on $kind', (backend) => {
     await openDocumentIndex({ db, ownConnection: database.ownConnection, logger: silent, dimensions: DIMS, embeddings: true });
     expect(await names()).toEqual(['document_chunks_embedding_2_ivf8']);
   });
+
+  it.runIf(onServer)('tries a failed background retraining again without waiting for more writes', async () => {
+    // A fresh index of 4 dimensions (1 list), so this test's writes are what ask for a retraining.
+    const dims = 4;
+    const { logger, messages } = recordingLogger();
+    const retrying = await openDocumentIndex({ db, ownConnection: database.ownConnection, logger, dimensions: dims, embeddings: true, retrainRetryMs: 50 });
+    expect(await vectorIndexOf(db, dims)).toMatchObject({ lists: 1 });
+    messages.length = 0; // what the writes below set off
+    const writer = await openWriter();
+    const id = newId('document');
+    await db.insert(documents).values({ id, ...owner, name: 'many.txt', mimeType: 'text/plain', fileSize: 1, status: 'ready' });
+    await db.transaction((tx) => retrying.replaceChunks(tx, { id, ...owner }, chunks(2_500), vectors(2_500).map(([x, y]) => [x ?? 0, y ?? 0, 1, 1])));
+    // The build waits for the open writer; cancelled there, as the deadlock detector cancels one
+    // that waits for a VACUUM of the table, it leaves the index at 1 list and an invalid one beside it.
+    await db.execute(sql`select pg_cancel_backend(${await buildUnderWay()})`);
+    await writer.release();
+    // No chunk is written after this: the retraining's own later attempt builds the index.
+    await vi.waitFor(async () => expect(await vectorIndexesOf(db, dims)).toEqual([{ name: 'document_chunks_embedding_4_ivf2', lists: 2, valid: true }]), {
+      timeout: 20_000,
+      interval: 50,
+    });
+    expect(messages).toContain('could not retrain the vector index; searches still use the old one until a later attempt succeeds');
+    expect(messages.filter((msg) => msg === 'vector index trained')).toHaveLength(1);
+  });
 });
