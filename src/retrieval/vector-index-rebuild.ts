@@ -1,6 +1,7 @@
 // The background retraining of the vector index on a PostgreSQL server. The transactional build
 // (trainVectorIndex) holds a SHARE lock, so chunk writes waited for all of it (8 s at 240k
 // chunks); this one runs CREATE INDEX CONCURRENTLY on a connection of its own, and writes go on.
+// Either build, when it fails, is tried again later (retrainWithRetries).
 import { setTimeout as delay } from 'node:timers/promises';
 import { sql } from 'drizzle-orm';
 import type { Logger } from 'pino';
