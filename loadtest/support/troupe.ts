@@ -42,10 +42,9 @@ export async function startTroupe(options: TroupeOptions): Promise<Troupe> {
   const unknown = Object.keys(env).filter((name) => !CONFIG_VARIABLES.includes(name) && !/^(BENCH_|NODE_ENV$)/.test(name));
   if (unknown.length > 0) throw new Error(`not Troupe configuration variables (src/config.ts): ${unknown.join(', ')}`);
   const args = [...(probe ? [...(probe.gc ? ['--expose-gc'] : []), '--import', new URL('probe.ts', import.meta.url).href] : []),
-    ...(options.cpuProfDir ? ['--cpu-prof', `--cpu-prof-dir=${options.cpuProfDir}`] : []), 'src/main.ts'];
+    ...(options.cpuProfDir ? ['--cpu-prof', `--cpu-prof-dir=${options.cpuProfDir}`] : []), ...(await startFlags(options.cwd ?? ROOT)), 'src/main.ts'];
   const command = options.nodeBinary ?? process.execPath;
-  const spec = {
-    name, ...(options.fdLimit ? withFileLimit(options.fdLimit, command, args) : { command, args }), env: childEnv(env),
+  const spec = { name, ...(options.fdLimit ? withFileLimit(options.fdLimit, command, args) : { command, args }), env: childEnv(env),
     cwd: options.cwd ?? ROOT, readyTimeoutMs: options.readyTimeoutMs ?? 90_000, keepOutput: options.keepOutput, onSpawn: options.onSpawn,
   };
   const child = await launch(logsReadyLine ? { ...spec, readyMsg: 'troupe listening' } : { ...spec, port });
@@ -73,6 +72,11 @@ export async function startTroupe(options: TroupeOptions): Promise<Troupe> {
     },
   };
 }
+/** The Node flags `npm start` gives the server (the checkout's package.json), so benchmarks run Troupe as users do. */
+async function startFlags(cwd: string): Promise<string[]> {
+  const start = (JSON.parse(await readFile(join(cwd, 'package.json'), 'utf8')) as { scripts?: { start?: string } }).scripts?.start ?? '';
+  return /\bnode ((?:--\S+ )*)src\/main\.ts/.exec(start)?.[1]?.split(' ').filter(Boolean) ?? [];
+}
 type Store = { env: Record<string, string>; dispose: () => Promise<void>; url?: string; dir?: string };
 /** An empty store (a temporary PostgreSQL database or PGlite folder): Troupe's setting for it and how to remove it. */
 export async function freshStore(backend: 'postgres' | 'pglite', databaseUrl: string): Promise<Store> {
@@ -84,30 +88,26 @@ export async function freshStore(backend: 'postgres' | 'pglite', databaseUrl: st
   return { env: { TROUPE_DATA_DIR: dir }, dir, dispose: () => rm(dir, { recursive: true, force: true }) };
 }
 /** Colyseus' process id in Troupe's output (its `actor system ready` line, logged at LOG_LEVEL info). */
-export const colyseusProcessId = (output: string): string | null =>
-  /"processId":"([^"]+)"[^\n]*"msg":"actor system ready"/.exec(output)?.[1] ?? null;
+export const colyseusProcessId = (output: string): string | null => /"processId":"([^"]+)"[^\n]*"msg":"actor system ready"/.exec(output)?.[1] ?? null;
 /** Which Colyseus process runs each room (conversation) by Redis' room cache. */
 export async function roomPlacement(redisUrl: string): Promise<Map<string, string>> {
   const redis = new Redis(redisUrl, { lazyConnect: true, maxRetriesPerRequest: 1 });
   try {
     await redis.connect();
-    const rooms = Object.entries(await redis.hgetall('roomcaches'));
-    return new Map(rooms.map(([roomId, json]) => [roomId, String((JSON.parse(json) as { processId?: unknown }).processId)]));
+    return new Map(Object.entries(await redis.hgetall('roomcaches')).map(([roomId, json]) => [roomId, String((JSON.parse(json) as { processId?: unknown }).processId)]));
   } finally {
     redis.disconnect();
   }
 }
 export async function callJson<T = unknown>(api: Api, method: string, path: string, body: unknown, expected: number): Promise<T> {
-  const headers = { authorization: api.auth, 'content-type': 'application/json' };
-  // JSON.stringify(undefined) is undefined: no body.
+  const headers = { authorization: api.auth, 'content-type': 'application/json' }; // JSON.stringify(undefined) is undefined: no body.
   const res = await fetch(`${api.base}${path}`, { method, headers, body: JSON.stringify(body), signal: AbortSignal.timeout(30_000) });
   const text = await res.text();
   if (res.status !== expected) throw new Error(`${method} ${path}: expected ${expected}, got ${res.status}: ${text.slice(0, 300)}`);
   return (text ? JSON.parse(text) : null) as T;
 }
-const DESCRIPTION = 'A gruff harbour master who hates pirates, used by the load tests.';
 /** `description` '' sends none. */
-export async function createCharacter(api: Api, name = 'Bench', description = DESCRIPTION): Promise<string> {
+export async function createCharacter(api: Api, name = 'Bench', description = 'A gruff harbour master who hates pirates, used by the load tests.'): Promise<string> {
   const created = await callJson<{ id?: unknown }>(api, 'POST', '/characters', { name, ...(description ? { description } : {}) }, 201);
   if (typeof created.id !== 'string') throw new Error('POST /characters returned no id');
   return created.id;
