@@ -200,8 +200,8 @@ class PostgresDocumentIndex implements DocumentIndex {
       };
     };
     // One statement per block of TERM_BLOCK chunks (ordinals are positions, so a block is one
-    // batch): the rows as one JSON parameter instead of a dozen per row, and the block's term
-    // sets built from the same rows. A block's rows are built when its step is prepared, not all at once.
+    // batch): the rows as one json (read once: no jsonb built) parameter, not a dozen per row, and
+    // the block's term sets built from the same rows. Its rows are built when its step is prepared.
     const blockWrite = (block: number, indexes: number[]): ChunkWrite => {
       let rows: string | null = null;
       return {
@@ -217,7 +217,7 @@ class PostgresDocumentIndex implements DocumentIndex {
           if (rows === null) throw new Error('a chunk write ran before it was prepared');
           await tx.execute(sql`
             with r as materialized (
-              select * from jsonb_to_recordset(${rows}::jsonb) as r(id text, ordinal int, content text, token_count int, page int,
+              select * from json_to_recordset(${rows}::json) as r(id text, ordinal int, content text, token_count int, page int,
                 heading_path jsonb, start_offset int, end_offset int${vectorFields})
             ), inserted as (
               insert into document_chunks (id, document_id, project_id, character_id, ordinal, content, token_count, page, heading_path, start_offset, end_offset${vectorColumns})

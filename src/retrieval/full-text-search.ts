@@ -91,6 +91,7 @@ export function termSetsInsert(doc: { id: string; characterId: string }, block: 
   // Offsets are gathered unordered (a set; no sort per word), and turned into a bitmap only for
   // the few words in many chunks. Rows go in by word, the key's order after the character, so
   // the key's pages are written one after another rather than at random (6% faster filling).
+  // tsvector_to_array: the lexemes alone (unnest of the tsvector also builds each one's positions).
   return sql`
     insert into document_terms (character_id, document_id, term, block, chunks, members, bits)
     select ${doc.characterId}, ${doc.id}, g.lexeme, ${block}, g.n,
@@ -98,7 +99,7 @@ export function termSetsInsert(doc: { id: string; characterId: string }, block: 
       case when g.n > ${SPARSE_MEMBERS} then (select bit_or(B'1'::bit(${sql.raw(String(TERM_BLOCK))}) >> o) from unnest(g.offsets) as o) end
     from (
       select t.lexeme, count(*)::int as n, array_agg((r.ordinal - ${block * TERM_BLOCK})::int2) as offsets
-      from ${rows} as r, unnest(to_tsvector('simple', r.content)) as t
+      from ${rows} as r, unnest(tsvector_to_array(to_tsvector('simple', r.content))) as t(lexeme)
       group by t.lexeme
     ) as g
     order by g.lexeme`;

@@ -242,6 +242,30 @@ describe.each(BACKENDS)('the document index on $kind', (backend) => {
     expect(found[0]?.content).toBe('entry 1234');
   });
 
+  it('keeps a chunk row of a few thousand characters whole (no TOAST value to write or read), and moves out only a far longer one', async () => {
+    const toastRows = async () => {
+      const [table] = rowsOf<{ toast: string }>(await db.execute(sql`select reltoastrelid::regclass::text as toast from pg_class where relname = 'document_chunks'`));
+      return rowsOf<{ n: number }>(await db.execute(sql.raw(`select count(*)::int as n from ${table?.toast ?? 'missing'}`)))[0]?.n ?? -1;
+    };
+    // Words pglz cannot shrink: a long text stays long, so only where the row's limit lies decides.
+    let seed = 7;
+    const words = (chars: number) => {
+      let text = '';
+      while (text.length < chars) text += `${((seed = (seed * 48_271) % 2_147_483_647) % 1_000_000).toString(36)} `;
+      return text.slice(0, chars);
+    };
+    const owner = await newOwner(db);
+    const before = await toastRows();
+    const doc = await newDocument(db, owner);
+    const long = chunk(0, words(3_000));
+    await db.transaction((tx) => index.replaceChunks(tx, doc, [long], backend.vectors ? [[1, 0, 0]] : null));
+    expect(await toastRows()).toBe(before);
+    const huge = await newDocument(db, owner);
+    await db.transaction((tx) => index.replaceChunks(tx, huge, [chunk(0, words(20_000))], backend.vectors ? [[0, 1, 0]] : null));
+    expect(await toastRows()).toBeGreaterThan(before);
+    expect((await index.search({ ...owner, text: long.content.split(' ').slice(0, 2).join(' '), embedding: null, limit: 1 }))[0]?.content).toBe(long.content);
+  });
+
   it('searches by full text only without an embeddings backend', async () => {
     const textOnly = await openDocumentIndex({ db, logger: pino({ level: 'silent' }), dimensions: undefined, embeddings: false });
     expect(textOnly.vectors).toBe(false);
