@@ -19,6 +19,7 @@ import { openDocumentIndex, type DocumentIndex } from '../../src/retrieval/docum
 import { PGVECTOR_MISSING_WARNING, rowsOf } from '../../src/retrieval/pgvector-setup.ts';
 import { openDatabaseOn } from '../support/databases.ts';
 import { BACKENDS } from '../support/env.ts';
+import { seeded } from '../support/vectors.ts';
 
 const MIGRATIONS = path.join(path.dirname(fileURLToPath(import.meta.url)), '../../src/db/migrations');
 const DIMS = 3;
@@ -248,10 +249,10 @@ describe.each(BACKENDS)('the document index on $kind', (backend) => {
       return rowsOf<{ n: number }>(await db.execute(sql.raw(`select count(*)::int as n from ${table?.toast ?? 'missing'}`)))[0]?.n ?? -1;
     };
     // Words pglz cannot shrink: a long text stays long, so only where the row's limit lies decides.
-    let seed = 7;
+    const random = seeded(7);
     const words = (chars: number) => {
       let text = '';
-      while (text.length < chars) text += `${((seed = (seed * 48_271) % 2_147_483_647) % 1_000_000).toString(36)} `;
+      while (text.length < chars) text += `${Math.floor(random() * 1_000_000).toString(36)} `;
       return text.slice(0, chars);
     };
     const owner = await newOwner(db);
