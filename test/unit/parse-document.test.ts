@@ -66,6 +66,12 @@ describe('parse-document: formats', () => {
     ]);
   });
 
+  it('turns NUL and lone-surrogate character references into U+FFFD, so the text can be stored and indexed', async () => {
+    expect(await sections(text('<h1>A&#0;b</h1><p>x&#0;y &#xD800;z</p>'), 'text/html')).toEqual([
+      { text: 'x\uFFFDy \uFFFDz', page: null, headingPath: ['A\uFFFDb'] },
+    ]);
+  });
+
   it('reads Markdown ATX and setext headings, and never a heading inside a code fence', async () => {
     const md = ['Intro line.', '', 'Harbour', '=======', 'Ships dock.', '', '## Fees ##', 'Ten *silver*.',
       '```sh', '# not a heading', '```', '', 'Tavern', '---', 'Ale.'].join('\n');
