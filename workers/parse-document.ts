@@ -47,6 +47,9 @@ function plainText(text: string, maxChars: number): ParseResult {
 function textFormat(task: ParseTask): ParseResult {
   const text = decode(task.bytes);
   if (text === null) return { ok: false, error: 'The file is not valid UTF-8 text. Save it as UTF-8 and upload it again.' };
+  // The upload's type is judged by the file's start; a NUL further in could not be stored as text.
+  const nul = text.indexOf('\u0000');
+  if (nul >= 0) return { ok: false, error: `The file holds a NUL character (at character ${nul}), which text cannot contain. Remove it and upload the file again.` };
   const max = task.limits.maxTextChars;
   if (task.mimeType === 'text/html') return toParseResult({ sections: htmlToSections(text, max) }, NO_TEXT);
   if (task.mimeType === 'text/markdown') return toParseResult({ sections: markdownToSections(text, max) }, NO_TEXT);

@@ -92,6 +92,10 @@ describe('parse-document: formats', () => {
   it('says so when there is no text', async () => {
     expect(await failure(text('<script>x()</script>'), 'text/html')).toMatch(/no text/);
     expect(await failure(Uint8Array.of(0xc3, 0x28), 'text/plain')).toMatch(/not valid UTF-8/);
+    // The sniffer reads the start: a NUL further in is refused by name, for every text format.
+    for (const mimeType of ['text/plain', 'text/markdown', 'text/html'] as const) {
+      expect(await failure(text(`${'Harbour notes. '.repeat(10)}a\u0000b`), mimeType)).toMatch(/NUL character \(at character 151\)/);
+    }
   });
 });
 
