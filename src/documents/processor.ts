@@ -182,9 +182,9 @@ export class DocumentProcessor {
       const finished = await this.#finish(doc, outcome, signal);
       if (!finished) discard();
       else {
-        const event: SettledEvent = { documentId: doc.id, status: outcome.event === 'succeed' ? 'ready' : 'failed' };
-        for (const listener of this.#settled) listener(event);
-        if (event.status === 'ready') {
+        const status = outcome.event === 'succeed' ? 'ready' : 'failed';
+        this.#tellSettled({ documentId: doc.id, status });
+        if (status === 'ready') {
           this.#deps.index
             .afterWrite({ characterId: doc.characterId })
             .catch((err: unknown) => logger.warn({ err, documentId: doc.id }, 'index upkeep after a ready document failed; searches go on through the shared indexes'));
@@ -206,7 +206,9 @@ export class DocumentProcessor {
         return;
       }
       logger.error({ err, documentId: doc.id }, 'document processing failed');
-      await this.#finish(doc, { event: 'fail', error: 'Processing failed unexpectedly. Reprocess the document to try again.' }).catch(() => {});
+      const failed = await this.#finish(doc, { event: 'fail', error: 'Processing failed unexpectedly. Reprocess the document to try again.' }).catch(() => false);
+      // Finished here too: whoever waits on the document learns it failed.
+      if (failed) this.#tellSettled({ documentId: doc.id, status: 'failed' });
     } finally {
       clearInterval(renew);
     }
@@ -267,6 +269,10 @@ export class DocumentProcessor {
   }
 
   /** Writes the outcome if the claim still holds; false when it was discarded. */
+  #tellSettled(event: SettledEvent): void {
+    for (const listener of this.#settled) listener(event);
+  }
+
   async #finish(doc: QueuedDocument, outcome: Outcome, signal?: AbortSignal): Promise<boolean> {
     const { database, invalidations, index } = this.#deps;
     if (outcome.event === 'succeed' && !(await this.#writeChunks(doc, outcome.writes, signal))) return false;
