@@ -91,15 +91,19 @@ export function deflatedEntry(name: string, content: Uint8Array | string): ZipFi
 /** The two parts that make a ZIP look like a DOCX to the sniffer. */
 export const DOCX_SKELETON = ['[Content_Types].xml', 'word/document.xml'];
 
-/** A one-page PDF whose content stream is `content`, deflated: the size it inflates to is the test's choice. */
-export function makeRawPdf(content: Uint8Array): Uint8Array {
+/**
+ * A one-page PDF whose content stream is `content`, deflated: the size it inflates to is the test's
+ * choice. `toUnicode`: bfchar pairs of its font's ToUnicode map (code to UTF-16 hex), as in `<41> <0000>`.
+ */
+export function makeRawPdf(content: Uint8Array, toUnicode?: string[]): Uint8Array {
   const stream = deflateSync(content, { level: 9 });
   const objects = [
     '<< /Type /Catalog /Pages 2 0 R >>',
     '<< /Type /Pages /Kids [3 0 R] /Count 1 >>',
     '<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Contents 4 0 R /Resources << /Font << /F1 5 0 R >> >> >>',
     null,
-    '<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>',
+    `<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica${toUnicode ? ' /ToUnicode 6 0 R' : ''} >>`,
+    ...(toUnicode ? [toUnicodeCMap(toUnicode)] : []),
   ];
   const parts: Buffer[] = [Buffer.from('%PDF-1.4\n')];
   const offsets: number[] = [];
@@ -115,6 +119,13 @@ export function makeRawPdf(content: Uint8Array): Uint8Array {
   const xref = ['xref', `0 ${objects.length + 1}`, '0000000000 65535 f ', ...offsets.map((o) => `${String(o).padStart(10, '0')} 00000 n `)];
   parts.push(Buffer.from(`${xref.join('\n')}\ntrailer\n<< /Size ${objects.length + 1} /Root 1 0 R >>\nstartxref\n${length}\n%%EOF\n`));
   return new Uint8Array(Buffer.concat(parts));
+}
+
+function toUnicodeCMap(pairs: string[]): string {
+  const cmap = ['/CIDInit /ProcSet findresource begin 12 dict begin begincmap /CMapName /Fixture def',
+    '1 begincodespacerange <00> <FF> endcodespacerange', `${pairs.length} beginbfchar ${pairs.join(' ')} endbfchar`,
+    'endcmap CMapName currentdict /CMap defineresource pop end end'].join('\n');
+  return `<< /Length ${cmap.length} >>\nstream\n${cmap}\nendstream`;
 }
 
 function pngChunk(type: string, data: Buffer): Buffer {

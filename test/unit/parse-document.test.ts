@@ -3,6 +3,7 @@
 import { deflateRawSync } from 'node:zlib';
 import { describe, expect, it } from 'vitest';
 import { readImageSize } from '../../src/documents/image-header.ts';
+import { toParseResult } from '../../src/documents/parsers/parsed.ts';
 import type { DocumentMimeType, ParseLimits, ParseResult, TextSection } from '../../src/documents/types.ts';
 import parseDocument from '../../workers/parse-document.ts';
 import {
@@ -70,6 +71,19 @@ describe('parse-document: formats', () => {
     expect(await sections(text('<h1>A&#0;b</h1><p>x&#0;y &#xD800;z</p>'), 'text/html')).toEqual([
       { text: 'x\uFFFDy \uFFFDz', page: null, headingPath: ['A\uFFFDb'] },
     ]);
+  });
+
+  it('turns a NUL that a PDF font maps a glyph to into U+FFFD, and keeps the rest of the page', async () => {
+    // The font's map sends A to U+0000 (as some broken writers do) and C to A.
+    const pdf = makeRawPdf(text('BT /F1 12 Tf 72 700 Td (CACBC) Tj ET'), ['<41> <0000>', '<43> <0041>']);
+    const [section] = await sections(pdf, 'application/pdf');
+    expect(section?.text).toContain('A\uFFFDA');
+    expect(section?.text).not.toContain('\u0000');
+  });
+
+  it('makes every extracted section storable: NUL and lone surrogates become U+FFFD, in text and headings', () => {
+    const result = toParseResult({ sections: [{ text: 'a\u0000b \uD800c', page: 1, headingPath: ['x\uDC00', 'y\u0000'] }] }, 'none');
+    expect(result).toEqual({ ok: true, pages: null, sections: [{ text: 'a\uFFFDb \uFFFDc', page: 1, headingPath: ['x\uFFFD', 'y\uFFFD'] }] });
   });
 
   it('reads Markdown ATX and setext headings, and never a heading inside a code fence', async () => {

@@ -9,5 +9,17 @@ export interface Extracted {
 
 export function toParseResult(extracted: Extracted, emptyMessage: string): ParseResult {
   if (extracted.sections.length === 0) return { ok: false, error: emptyMessage };
-  return { ok: true, sections: extracted.sections, pages: extracted.pages ?? null };
+  const sections = extracted.sections.map((s) => ({ ...s, text: storable(s.text), headingPath: s.headingPath.map(storable) }));
+  return { ok: true, sections, pages: extracted.pages ?? null };
+}
+
+/**
+ * What a parser extracts is not what the user typed: a PDF font whose map sends a glyph to
+ * U+0000, or a broken one that yields half a surrogate pair, would put text in a chunk that
+ * PostgreSQL refuses, and the document would fail whole. Such characters become U+FFFD, as
+ * HTML's own parser makes them, and the rest of the document is kept.
+ */
+function storable(text: string): string {
+  const withoutNul = text.includes('\u0000') ? text.replaceAll('\u0000', '\uFFFD') : text;
+  return withoutNul.isWellFormed() ? withoutNul : withoutNul.toWellFormed();
 }
