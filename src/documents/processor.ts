@@ -268,11 +268,11 @@ export class DocumentProcessor {
     };
   }
 
-  /** Writes the outcome if the claim still holds; false when it was discarded. */
   #tellSettled(event: SettledEvent): void {
     for (const listener of this.#settled) listener(event);
   }
 
+  /** Writes the outcome if the claim still holds; false when it was discarded. */
   async #finish(doc: QueuedDocument, outcome: Outcome, signal?: AbortSignal): Promise<boolean> {
     const { database, invalidations, index } = this.#deps;
     if (outcome.event === 'succeed' && !(await this.#writeChunks(doc, outcome.writes, signal))) return false;

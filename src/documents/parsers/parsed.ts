@@ -15,9 +15,9 @@ export function toParseResult(extracted: Extracted, emptyMessage: string): Parse
 
 /**
  * What a parser extracts is not what the user typed: a PDF font whose map sends a glyph to
- * U+0000, or a broken one that yields half a surrogate pair, would put text in a chunk that
- * PostgreSQL refuses, and the document would fail whole. Such characters become U+FFFD, as
- * HTML's own parser makes them, and the rest of the document is kept.
+ * U+0000 (pdf.js hands it on), or half a surrogate pair from any parser, would put text in a
+ * chunk that PostgreSQL refuses, and the document would fail whole. Such characters become
+ * U+FFFD, as HTML's own parser makes them, and the rest of the document is kept.
  */
 function storable(text: string): string {
   const withoutNul = text.includes('\u0000') ? text.replaceAll('\u0000', '\uFFFD') : text;
