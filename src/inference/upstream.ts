@@ -12,7 +12,8 @@ import type { InferenceConfig } from '../config.ts';
 import { TroupeError } from '../errors.ts';
 import { callScope } from './call-scope.ts';
 import type { CharacterModel } from './character-model.ts';
-import { type BatchWritten, OpenAiHttp, sseJson, UpstreamConnectionError, UpstreamStatusError, UpstreamStreamError } from './openai-http.ts';
+import { OpenAiHttp, UpstreamConnectionError, UpstreamStatusError } from './openai-http.ts';
+import { type BatchWritten, sseJson, UpstreamStreamError } from './sse-reader.ts';
 
 export interface UpstreamModel {
   id: string;

@@ -2,7 +2,8 @@ import { once } from 'node:events';
 import { createServer, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { OpenAiHttp, sseJson, UpstreamConnectionError, UpstreamStatusError, UpstreamStreamError } from '../../src/inference/openai-http.ts';
+import { OpenAiHttp, UpstreamConnectionError, UpstreamStatusError } from '../../src/inference/openai-http.ts';
+import { sseJson, UpstreamStreamError } from '../../src/inference/sse-reader.ts';
 
 /** A real HTTP server whose reply each test writes by hand, byte range by byte range. */
 let server: Server;
