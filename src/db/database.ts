@@ -13,8 +13,10 @@ import { withQueryDeadlines } from './query-deadline.ts';
 import { preparePgliteDataDir } from './pglite-memory.ts';
 import { PgliteThreadClient } from './pglite-thread-client.ts';
 import type { SpawnWorker } from './pglite-worker-start.ts';
-import * as schema from './schema.ts';
+import * as roomSchema from './room-schema.ts';
+import * as coreSchema from './schema.ts';
 
+const schema = { ...coreSchema, ...roomSchema };
 export type Schema = typeof schema;
 export type Db = PgDatabase<PgQueryResultHKT, Schema>;
 export type Tx = PgTransaction<PgQueryResultHKT, Schema, ExtractTablesWithRelations<Schema>>;

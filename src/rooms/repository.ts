@@ -1,6 +1,6 @@
 import { and, asc, eq, gt, inArray, isNull, notExists, sql } from 'drizzle-orm';
 import type { Db, Executor } from '../db/database.ts';
-import { roomParticipants, rooms, roomTranscriptEntries, type RoomMode, type SpeakerType } from '../db/schema.ts';
+import { roomParticipants, rooms, roomTranscriptEntries, type RoomMode, type SpeakerType } from '../db/room-schema.ts';
 import { TroupeError } from '../errors.ts';
 import { newId } from '../ids.ts';
 import type { Page } from '../projects/service.ts';

@@ -3,7 +3,7 @@ import { z } from 'zod';
 import type { CharacterService } from '../characters/service.ts';
 import type { ConversationService } from '../conversations/service.ts';
 import type { Db } from '../db/database.ts';
-import { ROOM_MODES, roomParticipants, rooms } from '../db/schema.ts';
+import { ROOM_MODES, roomParticipants, rooms } from '../db/room-schema.ts';
 import { TroupeError, notFound } from '../errors.ts';
 import type { Page } from '../projects/service.ts';
 import {

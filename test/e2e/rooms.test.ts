@@ -1,7 +1,7 @@
 import { asc, eq } from 'drizzle-orm';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { openDatabase } from '../../src/db/database.ts';
-import { roomTranscriptEntries } from '../../src/db/schema.ts';
+import { roomTranscriptEntries } from '../../src/db/room-schema.ts';
 import { TroupeError } from '../../src/errors.ts';
 import { RoomService, type RoomHooks } from '../../src/rooms/service.ts';
 import type { ApiClient } from '../support/client.ts';

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { ROOM_MODES, SPEAKER_TYPES } from '../../db/schema.ts';
+import { ROOM_MODES, SPEAKER_TYPES } from '../../db/room-schema.ts';
 import { CreateRoomSchema } from '../../rooms/service.ts';
 import { IdParam } from '../common-schemas.ts';
 import { PageQuerySchema, nextLink, toPage } from '../pagination.ts';
