@@ -12,9 +12,8 @@ import { sql } from 'drizzle-orm';
 import type { Logger } from 'pino';
 import type { Db, Executor, OwnConnection } from '../db/database.ts';
 import { buildMemorySetting, listsFor, rowsOf, vectorIndexDefinition, vectorIndexLock, type VectorElement } from './pgvector-setup.ts';
-import { probesFor } from './vector-search.ts';
 
-/** A character gets an index of its own from this many ready chunks [10,000: ten lists]. */
+/** A character gets an index of its own from this many ready chunks [10,000: 40 lists on a server, 20 on PGlite]. */
 export const CHARACTER_INDEX_MIN_CHUNKS = 10_000;
 /** At most this many characters have one per dimension; a larger character takes the smallest's. */
 export const CHARACTER_INDEXES_MAX = 32;
@@ -28,14 +27,32 @@ const NAME_PREFIX = 'document_chunks_character_';
  */
 const CHARACTER_INDEX_MIN_PROBES = 5;
 /**
- * Chunks per list: half the shared index's (CHUNKS_PER_LIST). A search costs about the vectors in
- * the lists it probes (0.5-0.7 µs each on PostgreSQL, 2-3 µs on PGlite), a build about chunks x
- * lists distances. Over the bench's 100k-chunk character (clustered, 64 subjects), recall@6 against
- * exact cosine / the search function's mean time under pgbench: 100 lists probing 5 (5,000 vectors)
- * 0.996 / 2.4-3.5 ms; 200 probing 5 (2,500) 0.998 / 2.1-2.8 ms; 400 probing 10 (2,500) 0.997 but
- * twice the build (4.3 s against 2.7); 400 probing 6, 0.986.
+ * Chunks per list and the share of lists probed, by how a build runs. A search costs about the
+ * vectors in the lists it probes (0.5-0.7 µs each on PostgreSQL, 2-3 µs on PGlite), a build about
+ * chunks x lists distances. Over the bench's 100k-chunk character (clustered, 64 subjects),
+ * recall@6 against exact cosine / the search function's mean time under pgbench: 100 lists probing
+ * 5 (5,000 vectors) 0.996 / 2.4-3.5 ms; 200 probing 5 (2,500) 0.998 / 2.1-2.8 ms; 400 probing 10
+ * (2,500) 0.997 but twice the build (4.3 s against 2.7); 400 probing 6 (1,500), 0.986.
+ * - A server builds CONCURRENTLY, so nothing waits on a longer build: a list per 250 chunks, a
+ *   sixtieth probed (320 lists probing 6 at 100k, 1,875 vectors) cut hybrid search by 7-25% at
+ *   p50 against 500 and a fortieth, recall@6 0.994-1.000.
+ * - PGlite builds in a transaction that holds every database call: 250 per list doubled that hold
+ *   (14.4 s against 7.3 at 80k chunks) and did not speed up its searches at 100k, so it keeps 500.
  */
-export const CHARACTER_CHUNKS_PER_LIST = 500;
+const LIST_SHAPES: Record<CharacterIndexBuilder['kind'], { chunksPerList: number; probeShare: number }> = {
+  concurrent: { chunksPerList: 250, probeShare: 1 / 60 },
+  transaction: { chunksPerList: 500, probeShare: 1 / 40 },
+};
+
+/** The lists a character index over `chunks` ready chunks is built with. */
+export function characterIndexLists(chunks: number, kind: CharacterIndexBuilder['kind']): number {
+  return listsFor(chunks, LIST_SHAPES[kind].chunksPerList);
+}
+
+/** The probes its searches use (at least CHARACTER_INDEX_MIN_PROBES). */
+export function characterIndexProbes(lists: number, kind: CharacterIndexBuilder['kind']): number {
+  return Math.max(CHARACTER_INDEX_MIN_PROBES, Math.ceil(lists * LIST_SHAPES[kind].probeShare));
+}
 /** How often a build waiting for the dimension's DDL lock tries it again. */
 const DDL_LOCK_RETRY_MS = 250;
 
@@ -177,13 +194,13 @@ export async function buildCharacterIndex(
       logger.info({ characterId: smallest.characterId, dimensions, chunks: smallest.chunks }, 'character vector index given up to a larger character');
     }
     await dropLeftovers(db, concurrently, (name) => name.startsWith(`${NAME_PREFIX}${hash}_${dimensions}_`) && name !== existing?.indexName);
-    const lists = listsFor(chunks, CHARACTER_CHUNKS_PER_LIST);
+    const lists = characterIndexLists(chunks, builder.kind);
     const name = characterIndexName(characterId, dimensions, lists, element);
     const started = performance.now();
     await db.execute(sql`create index ${concurrently} if not exists ${sql.identifier(name)} ${definition(characterId, dimensions, lists, element)}`);
     try {
       await db.execute(sql`insert into character_vector_indexes (character_id, dimensions, index_name, lists, probes, chunks, element)
-        values (${characterId}, ${dimensions}, ${name}, ${lists}, ${Math.max(CHARACTER_INDEX_MIN_PROBES, probesFor(lists))}, ${chunks}, ${element})
+        values (${characterId}, ${dimensions}, ${name}, ${lists}, ${characterIndexProbes(lists, builder.kind)}, ${chunks}, ${element})
         on conflict (character_id, dimensions) do update set index_name = excluded.index_name, lists = excluded.lists, probes = excluded.probes,
           chunks = excluded.chunks, element = excluded.element`);
     } catch (err) {
