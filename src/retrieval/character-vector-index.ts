@@ -34,7 +34,7 @@ const CHARACTER_INDEX_MIN_PROBES = 5;
  * 5 (5,000 vectors) 0.996 / 2.4-3.5 ms; 200 probing 5 (2,500) 0.998 / 2.1-2.8 ms; 400 probing 10
  * (2,500) 0.997 but twice the build (4.3 s against 2.7); 400 probing 6 (1,500), 0.986.
  * - A server builds CONCURRENTLY, so nothing waits on a longer build: a list per 250 chunks, a
- *   sixtieth probed (320 lists probing 6 at 100k, 1,875 vectors) cut hybrid search by 7-25% at
+ *   sixtieth probed (320 lists probing 6 at 100k, 1,875 vectors) cut hybrid search by 6-24% at
  *   p50 against 500 and a fortieth, recall@6 0.994-1.000.
  * - PGlite builds in a transaction that holds every database call: 250 per list doubled that hold
  *   (14.4 s against 7.3 at 80k chunks) and did not speed up its searches at 100k, so it keeps 500.
