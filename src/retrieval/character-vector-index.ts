@@ -12,6 +12,7 @@ import { sql } from 'drizzle-orm';
 import type { Logger } from 'pino';
 import type { Db, Executor, OwnConnection } from '../db/database.ts';
 import { buildMemorySetting, listsFor, rowsOf, vectorIndexDefinition, vectorIndexLock, type VectorElement } from './pgvector-setup.ts';
+import { IVFFLAT_PROBE_SHARE } from './vector-search.ts';
 
 /** A character gets an index of its own from this many ready chunks [10,000: 40 lists on a server, 20 on PGlite]. */
 export const CHARACTER_INDEX_MIN_CHUNKS = 10_000;
@@ -41,7 +42,7 @@ const CHARACTER_INDEX_MIN_PROBES = 5;
  */
 const LIST_SHAPES: Record<CharacterIndexBuilder['kind'], { chunksPerList: number; probeShare: number }> = {
   concurrent: { chunksPerList: 250, probeShare: 1 / 60 },
-  transaction: { chunksPerList: 500, probeShare: 1 / 40 },
+  transaction: { chunksPerList: 500, probeShare: IVFFLAT_PROBE_SHARE },
 };
 
 /** The lists a character index over `chunks` ready chunks is built with. */

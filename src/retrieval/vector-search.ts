@@ -16,7 +16,8 @@ export function probesFor(lists: number): number {
   return Math.max(IVFFLAT_MIN_PROBES, Math.ceil(lists * IVFFLAT_PROBE_SHARE));
 }
 const IVFFLAT_MIN_PROBES = 3;
-const IVFFLAT_PROBE_SHARE = 1 / 40;
+/** The share of an IVFFlat index's lists a search probes (also PGlite's character indexes). */
+export const IVFFLAT_PROBE_SHARE = 1 / 40;
 
 export function vectorLiteral(vector: number[]): string {
   if (!vector.every(Number.isFinite)) throw new Error('an embedding holds a value that is not a finite number');
