@@ -23,8 +23,9 @@ export const PGLITE_START_PARAMS: string[] = [...PGlite.defaultStartParams, '-c'
  * fast (an insert-and-select loop: 0.3-0.6 ms -> 0.6-1.2 ms per query on a shared 2-core
  * machine; a vector search over 50k chunks 3.5 -> 8.9 ms at p50); PostgreSQL proper is
  * unaffected. V8 reads these flags when a function gets hot, not when a module is compiled, and
- * has none that leaves one function out, so turning them on after start would only move the peak. Process-wide and idempotent: it also applies to
- * WebAssembly in worker threads (OCR, which measured no slower on a small image).
+ * has none that leaves one function out, so turning them on after start would only move the
+ * peak. Process-wide and idempotent: it also applies to WebAssembly in worker threads (OCR,
+ * which measured no slower on a small image).
  */
 export function keepWasmBaselineCompiled(): void {
   setFlagsFromString('--no-wasm-tier-up');

@@ -12,7 +12,7 @@ import { sql } from 'drizzle-orm';
 import type { Logger } from 'pino';
 import type { Db, Executor, OwnConnection } from '../db/database.ts';
 import { buildMemorySetting, listsFor, rowsOf, vectorIndexDefinition, vectorIndexLock, type VectorElement } from './pgvector-setup.ts';
-import { IVFFLAT_PROBE_SHARE } from './vector-search.ts';
+import { IVFFLAT_PROBE_SHARE, probesFor } from './vector-search.ts';
 
 /** A character gets an index of its own from this many ready chunks [10,000: 40 lists on a server, 20 on PGlite]. */
 export const CHARACTER_INDEX_MIN_CHUNKS = 10_000;
@@ -52,7 +52,7 @@ export function characterIndexLists(chunks: number, kind: CharacterIndexBuilder[
 
 /** The probes its searches use (at least CHARACTER_INDEX_MIN_PROBES). */
 export function characterIndexProbes(lists: number, kind: CharacterIndexBuilder['kind']): number {
-  return Math.max(CHARACTER_INDEX_MIN_PROBES, Math.ceil(lists * LIST_SHAPES[kind].probeShare));
+  return probesFor(lists, LIST_SHAPES[kind].probeShare, CHARACTER_INDEX_MIN_PROBES);
 }
 /** How often a build waiting for the dimension's DDL lock tries it again. */
 const DDL_LOCK_RETRY_MS = 250;

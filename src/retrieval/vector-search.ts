@@ -5,15 +5,16 @@ import { rowsOf, vectorIndexOf } from './pgvector-setup.ts';
 
 /**
  * IVFFlat lists searched per query: a share of the lists, so recall holds as retraining adds
- * lists, and at least IVFFLAT_MIN_PROBES. With the iterative scan more are probed only when
- * these hold fewer than `limit` of the character's chunks. Recall@6 against exact cosine, 256
+ * lists, and at least `min` (the shared index's share and floor unless given: character indexes
+ * pass their own). With the iterative scan more are probed only when these hold fewer than
+ * `limit` of the character's chunks. Recall@6 against exact cosine, 256
  * dimensions, the bench's clustered vectors (64 topics): over 235k chunks, 0.94 probing 3 of 240
  * lists, 0.998 at 5 and 10; 0.90 probing 5 of 500 lists, 0.998 at 10 and 20; on PGlite over 30k
  * chunks in 16 lists, 1.0 from 2 probes. Cost is about linear in the chunks probed (PGlite, 16
  * lists: 15 ms at 2 probes, 19 at 3, 31 at 5).
  */
-export function probesFor(lists: number): number {
-  return Math.max(IVFFLAT_MIN_PROBES, Math.ceil(lists * IVFFLAT_PROBE_SHARE));
+export function probesFor(lists: number, share = IVFFLAT_PROBE_SHARE, min = IVFFLAT_MIN_PROBES): number {
+  return Math.max(min, Math.ceil(lists * share));
 }
 const IVFFLAT_MIN_PROBES = 3;
 /** The share of an IVFFlat index's lists a search probes (also PGlite's character indexes). */
