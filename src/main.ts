@@ -1,7 +1,6 @@
 import { ConfigError, loadConfig } from './config.ts';
 import { createLogger } from './observability/logger.ts';
 import { releaseStartupMemory } from './observability/startup-memory.ts';
-import { isPostgresWriteAfterClose } from './db/postgres-write-race.ts';
 import { preparePgliteDataDir } from './db/pglite-memory.ts';
 import { startAgentWorker, type AgentWorkerProcess } from './voice/worker-process.ts';
 import { voiceProblems } from './voice/readiness.ts';
@@ -87,11 +86,7 @@ async function main(): Promise<void> {
 let processLogger: ReturnType<typeof createLogger> | null = null;
 
 process.on('uncaughtException', (err) => {
-  if (isPostgresWriteAfterClose(err)) {
-    processLogger?.warn({ err }, 'a PostgreSQL connection closed with a write pending (postgres.js); continuing');
-    return;
-  }
-  // Anything else is a bug: log it as JSON, then end as Node would have.
+  // A bug: log it as JSON, then end as Node would have.
   if (processLogger) {
     processLogger.fatal({ err }, 'uncaught exception');
     processLogger.flush();

@@ -9,6 +9,7 @@ import { migrate as migratePglite } from 'drizzle-orm/pglite/migrator';
 import { drizzle as drizzlePostgres } from 'drizzle-orm/postgres-js';
 import { migrate as migratePostgres } from 'drizzle-orm/postgres-js/migrator';
 import postgres from 'postgres';
+import { isInstalledDriverPatched } from './postgres-driver-patch.ts';
 import { withQueryDeadlines } from './query-deadline.ts';
 import { preparePgliteDataDir } from './pglite-memory.ts';
 import { PgliteThreadClient } from './pglite-thread-client.ts';
@@ -121,6 +122,10 @@ interface PostgresTimeouts {
 const DEAD_LINK_MARGIN_MS = 2_000;
 
 async function openPostgres(url: string, poolSize: number, timeouts: PostgresTimeouts): Promise<Database> {
+  if (!isInstalledDriverPatched()) {
+    // The released driver loses pool slots and queries when connections close mid-write.
+    throw new Error('postgres.js lacks the fixes in src/db/postgres-driver-patch.ts: run `npm ci`, or `node src/db/postgres-driver-patch.ts`.');
+  }
   await runPostgresMigrations(url);
   // While the server is down, requests queue for a connection: a short connect timeout turns
   // that wait into a prompt 503 (database_unavailable) instead of postgres.js' 30 s default.
