@@ -2,7 +2,6 @@ import { once } from 'node:events';
 import { connect, type Socket } from 'node:net';
 import postgres from 'postgres';
 import { afterEach, describe, expect, it } from 'vitest';
-import { isInstalledDriverPatched } from '../../src/db/postgres-driver-patch.ts';
 import { POSTGRES_URL } from '../support/env.ts';
 import { startFaultProxy, type FaultProxy } from '../support/fault-proxy.ts';
 
@@ -52,10 +51,6 @@ describe.skipIf(!POSTGRES_URL)('postgres.js when a connection closes under it', 
     clients.push(sql);
     return { sql, sockets };
   };
-
-  it('is the patched build', () => {
-    expect(isInstalledDriverPatched()).toBe(true);
-  });
 
   it('connects again at once after its socket closed with a write buffered', async () => {
     const { sql, sockets } = ownSockets();

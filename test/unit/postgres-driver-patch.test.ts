@@ -1,6 +1,6 @@
 import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
-import { DRIVER_EDITS, driverConnectionFiles, patchDriverSource } from '../../src/db/postgres-driver-patch.ts';
+import { DRIVER_EDITS, driverConnectionFiles, isInstalledDriverPatched, patchDriverSource } from '../../src/db/postgres-driver-patch.ts';
 
 /** The released driver's text around each edit, with unrelated lines between them. */
 const released = DRIVER_EDITS.map((edit, i) => `  // unrelated ${i}\n${edit.from}`).join('');
@@ -35,5 +35,6 @@ describe('the postgres.js patch', () => {
       const source = readFileSync(file, 'utf8');
       for (const edit of DRIVER_EDITS) expect(source, file).toContain(edit.to);
     }
+    expect(isInstalledDriverPatched()).toBe(true); // what the PostgreSQL backend checks at start
   });
 });
