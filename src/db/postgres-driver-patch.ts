@@ -84,8 +84,8 @@ export function driverConnectionFiles(): string[] {
     .filter((file) => existsSync(file));
 }
 
-/** Applies the edits to the installed driver; returns the files it changed. */
-export function patchInstalledDriver(): string[] {
+/** Applies the edits to the installed driver (npm's prepare); returns the files it changed. */
+function patchInstalledDriver(): string[] {
   const changed: string[] = [];
   for (const file of driverConnectionFiles()) {
     const source = readFileSync(file, 'utf8');

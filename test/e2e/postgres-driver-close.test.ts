@@ -8,6 +8,9 @@ import { startFaultProxy, type FaultProxy } from '../support/fault-proxy.ts';
 /** A bound on a wait that must not hang, with room for a loaded machine; not a speed target. */
 const PROMPTLY_MS = 6_000;
 
+/** Every pool here: reconnect at once, and give up connecting within 2 s rather than 30. */
+const POOL = { onnotice: () => {}, connect_timeout: 2, backoff: () => 0.05 };
+
 const settled = <T>(work: PromiseLike<T>): Promise<string> =>
   Promise.race([
     Promise.resolve(work).then(
@@ -37,10 +40,8 @@ describe.skipIf(!POSTGRES_URL)('postgres.js when a connection closes under it', 
     const sockets: Socket[] = [];
     // `socket` is a documented option (postgres.js README, "Custom socket") its types leave out.
     const options = {
+      ...POOL,
       max: 1,
-      onnotice: () => {},
-      connect_timeout: 2,
-      backoff: () => 0.05,
       socket: () => {
         const socket = connect(Number(port || 5432), hostname);
         sockets.push(socket);
@@ -86,13 +87,7 @@ describe.skipIf(!POSTGRES_URL)('postgres.js when a connection closes under it', 
     const { hostname, port } = new URL(POSTGRES_URL as string);
     proxy = await startFaultProxy({ host: hostname, port: Number(port || 5432) });
     const application = `driver-close-${process.pid}-${Date.now()}`;
-    const sql = postgres(proxy.via(POSTGRES_URL as string), {
-      max: 2,
-      onnotice: () => {},
-      connect_timeout: 2,
-      backoff: () => 0.05,
-      connection: { application_name: application },
-    });
+    const sql = postgres(proxy.via(POSTGRES_URL as string), { ...POOL, max: 2, connection: { application_name: application } });
     const admin = postgres(POSTGRES_URL as string, { max: 1, onnotice: () => {} });
     clients.push(sql, admin);
     await Promise.all([sql`select 1`, sql`select 1`]);
