@@ -5,8 +5,9 @@ import type { Logger } from 'pino';
 import type { Invalidations } from '../cache/invalidations.ts';
 import type { Database, Unlisten } from '../db/database.ts';
 import { isDatabaseUnavailable } from '../errors.ts';
-import type { ChunkWrite, DocumentIndex } from '../retrieval/document-index.ts';
+import type { DocumentIndex } from '../retrieval/document-index.ts';
 import type { Embedder } from '../retrieval/embeddings.ts';
+import { runChunkWrites, type ChunkWrite } from '../retrieval/chunk-write-pipeline.ts';
 import type { ParserPool } from '../../workers/parser-pool.ts';
 import { documentStep, type DocumentEvent } from '../../machines/document-status.ts';
 import { lockNextQueued, lockOwned, readContent, removeStaleUploads, renewLease, setStatus, takeLease, type QueuedDocument } from './repository.ts';
@@ -303,17 +304,15 @@ export class DocumentProcessor {
    * next run starts by removing what this one wrote.
    */
   async #writeChunks(doc: QueuedDocument, writes: ChunkWrite[], signal: AbortSignal | undefined): Promise<boolean> {
-    for (const write of writes) {
+    // The rows are built outside the transactions (on PGlite one holds every other statement),
+    // the next step's while this one runs.
+    return runChunkWrites(writes, async (write) => {
       if (signal?.aborted) return false;
-      // The rows are built before the transaction opens: on PGlite it holds every other statement.
-      await write.prepare();
-      const held = await this.#deps.database.db.transaction(async (tx) => {
+      return this.#deps.database.db.transaction(async (tx) => {
         if (!(await lockOwned(tx, doc.id, this.#owner, doc.generation))) return false;
         await write.run(tx);
         return true;
       });
-      if (!held) return false;
-    }
-    return true;
+    });
   }
 }

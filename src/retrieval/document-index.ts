@@ -6,6 +6,7 @@ import { executePrepared } from '../db/prepared-statement.ts';
 import type { Chunk } from '../documents/chunker.ts';
 import { chunkList, type ChunkList } from '../documents/packed-chunks.ts';
 import { newId } from '../ids.ts';
+import { runChunkWrites, type ChunkWrite } from './chunk-write-pipeline.ts';
 import { CoalescedRuns } from './coalesced-runs.ts';
 import { readTermSets, termSetsInsert } from './full-text-search.ts';
 import { CHUNKS_PER_LIST, prepareVectorSearch, rowsOf, trainVectorIndex, vectorIndexOf } from './pgvector-setup.ts';
@@ -42,15 +43,6 @@ export interface DocumentIndex {
   afterWrite(doc: { characterId: string }): Promise<void>;
   /** Top chunks of the character's `ready` documents, fused by reciprocal rank fusion. */
   search(query: { projectId: string; characterId: string; text: string; embedding: number[] | null; limit: number }): Promise<RetrievedChunk[]>;
-}
-/**
- * One step of a document's write. `prepare` builds the step's rows outside its transaction, a
- * slice at a time with the event loop free between slices (a block's 1,024 rows with 256-number
- * vectors were 35-70 ms of one synchronous stretch); `run` is the statement.
- */
-export interface ChunkWrite {
-  prepare(): Promise<void>;
-  run(tx: Executor): Promise<void>;
 }
 /** Rows of a block built between two turns of the event loop. */
 const ROWS_PER_SLICE = 64;
@@ -174,10 +166,10 @@ class PostgresDocumentIndex implements DocumentIndex {
   }
 
   async replaceChunks(tx: Executor, doc: { id: string; projectId: string; characterId: string }, chunks: readonly Chunk[] | ChunkList, embeddings: number[][] | null): Promise<void> {
-    for (const write of this.chunkWrites(doc, chunks, embeddings)) {
-      await write.prepare();
+    await runChunkWrites(this.chunkWrites(doc, chunks, embeddings), async (write) => {
       await write.run(tx);
-    }
+      return true;
+    });
   }
 
   chunkWrites(doc: { id: string; projectId: string; characterId: string }, chunks: readonly Chunk[] | ChunkList, embeddings: number[][] | null): ChunkWrite[] {
