@@ -22,18 +22,13 @@ export async function runChunkWrites(writes: readonly ChunkWrite[], run: (write:
   for (let i = 0; i < writes.length; i++) {
     await next;
     next = writes[i + 1]?.prepare();
-    // Settled below in every case; until then its failure must not count as unhandled.
-    next?.catch(() => undefined);
-    let ran: boolean;
+    // Awaited on every way out of this turn, so no step is left being built; a failed build is
+    // thrown by `await next` in the next turn, not counted as unhandled meanwhile.
+    const built = next?.catch(() => undefined);
     try {
-      ran = await run(writes[i]!);
-    } catch (err) {
-      await next?.catch(() => undefined);
-      throw err;
-    }
-    if (!ran) {
-      await next?.catch(() => undefined);
-      return false;
+      if (!(await run(writes[i]!))) return false;
+    } finally {
+      await built;
     }
   }
   return true;
