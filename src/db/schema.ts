@@ -167,6 +167,13 @@ const bytea = customType<{ data: Uint8Array; driverData: Uint8Array }>({ dataTyp
 const blockBits = customType<{ data: string }>({ dataType: () => 'bit(1024)' });
 
 /**
+ * Text compared byte by byte (collation "C"), whatever the database's: a lexeme is only ever
+ * looked up by equality, and a libc collation (C.UTF-8 included) sorts and compares through
+ * strcoll, without abbreviated keys.
+ */
+const byteText = customType<{ data: string }>({ dataType: () => 'text COLLATE "C"' });
+
+/**
  * pgvector's `vector` without a dimension, so one column holds whichever embedding model is
  * configured; searches cast to `vector(N)`, the IVFFlat index to `halfvec(N)`, for the configured N.
  */
@@ -266,7 +273,7 @@ export const documentTerms = pgTable(
     // the chunk rows written in the same statement keep their key, which orders the write after
     // or before a delete of the document.
     documentId: text('document_id').notNull(),
-    term: text('term').notNull(),
+    term: byteText('term').notNull(),
     block: integer('block').notNull(),
     /** Chunks of the block holding the term. */
     chunks: integer('chunks').notNull(),

@@ -90,7 +90,8 @@ function unpackSets(documentId: string, packed: Uint8Array, lexemes: string[], s
 export function termSetsInsert(doc: { id: string; characterId: string }, block: number, rows: SQL): SQL {
   // Offsets are gathered unordered (a set; no sort per word), and turned into a bitmap only for
   // the few words in many chunks. Rows go in by word, the key's order after the character, so
-  // the key's pages are written one after another rather than at random (6% faster filling).
+  // the key's pages are written one after another rather than at random (6% faster filling),
+  // sorted byte by byte as the key compares them (migration 0018).
   // tsvector_to_array: the lexemes alone (unnest of the tsvector also builds each one's positions).
   return sql`
     insert into document_terms (character_id, document_id, term, block, chunks, members, bits)
@@ -102,7 +103,7 @@ export function termSetsInsert(doc: { id: string; characterId: string }, block: 
       from ${rows} as r, unnest(tsvector_to_array(to_tsvector('simple', r.content))) as t(lexeme)
       group by t.lexeme
     ) as g
-    order by g.lexeme`;
+    order by g.lexeme collate "C"`;
 }
 
 /** Up to this many chunks of a block, a term's set is an int2 list (2 bytes each) rather than a 128-byte bitmap. */

@@ -103,6 +103,16 @@ describe.each(BACKENDS)('term sets written before migration 0014 on $kind', (bac
     ]);
   });
 
+  it('compares terms byte by byte, and the rebuilt key still holds the sets', async () => {
+    const [row] = rowsOf<{ collation: string; key: string }>(
+      await database.db.execute(sql`select pg_collation_for(term) as collation,
+        pg_get_indexdef('document_terms_character_id_term_document_id_block_pk'::regclass) as key from document_terms limit 1`),
+    );
+    expect(row?.collation).toBe('"C"');
+    // Searches read the sets from the key alone (an index-only scan): migration 0018 rebuilt it.
+    expect(row?.key).toMatch(/\(character_id, term, document_id, block\) INCLUDE \(chunks, members, bits\)$/);
+  });
+
   it('finds each character its own chunks by words, and deletes still remove a document sets', async () => {
     const index = await openDocumentIndex({ db: database.db, logger: pino({ level: 'silent' }), dimensions: undefined, embeddings: false });
     const search = (characterId: string) => index.search({ projectId: 'project_up', characterId, text: 'cannon harbour', embedding: null, limit: 3 });
