@@ -243,8 +243,8 @@ async function measureRetrieval(backend: Backend) {
     const tiers = [];
     for (const tier of TIERS(backend)) {
       await fillUp([target], tier - (tiers.at(-1)?.chunks ?? 0));
-      // Measured once the builds the writes started are done, as a server is a little later.
-      fill.upkeepWaitMs += await timed(() => Promise.all(upkeep.splice(0)));
+      // Measured once the builds the writes started are done (a retraining left running deadlocked with the VACUUM below, then ran in the searches).
+      fill.upkeepWaitMs += await timed(() => Promise.all([...upkeep.splice(0), index.whenRetrained()]));
       // As autovacuum soon after a bulk load (the planner needs it to pick indexes); the WAL written now, not mid-queries.
       for (const statement of MAINTENANCE) await db.execute(sql.raw(statement));
       // mode (the searches, then the floor on the same schedule: a hybrid search's round trips, two at once then one, with no work)

@@ -41,6 +41,8 @@ export interface DocumentIndex {
    * set vacuum on PGlite, the character's own vector index once it is large).
    */
   afterWrite(doc: { characterId: string }): Promise<void>;
+  /** Settles once no retraining of the vector index this process's writes started runs or waits to retry. */
+  whenRetrained(): Promise<void>;
   /** Top chunks of the character's `ready` documents, fused by reciprocal rank fusion. */
   search(query: { projectId: string; characterId: string; text: string; embedding: number[] | null; limit: number }): Promise<RetrievedChunk[]>;
 }
@@ -132,7 +134,8 @@ class PostgresDocumentIndex implements DocumentIndex {
   readonly #own: OwnConnection | null;
   /** Chunks with vectors this process wrote since it last looked at the index's lists. */
   #written = 0;
-  #training = false;
+  /** The retraining this process started, with its retries; null when none is. */
+  #retraining: Promise<unknown> | null = null;
   readonly #vacuumTermSets: boolean;
   readonly #retrainRetryMs: number;
   readonly #characterIndexes: { builder: CharacterIndexBuilder; limits: CharacterIndexLimits };
@@ -236,21 +239,22 @@ class PostgresDocumentIndex implements DocumentIndex {
     const indexed = this.#indexed;
     if (!indexed || dimensions !== indexed.dimensions) return;
     this.#written += chunks;
-    if (this.#training || this.#written < Math.max(RETRAIN_CHECK_CHUNKS, indexed.lists * CHUNKS_PER_LIST)) return;
-    this.#training = true;
+    if (this.#retraining || this.#written < Math.max(RETRAIN_CHECK_CHUNKS, indexed.lists * CHUNKS_PER_LIST)) return;
+    this.#retraining = Promise.resolve(); // claimed: a write meanwhile starts no second one
     this.#written = 0;
     const own = this.#own;
     try {
       if (own) await markAskingWrite(tx, dimensions);
     } catch (err) {
-      this.#training = false;
+      this.#retraining = null;
       throw err;
     }
     const options = { dimensions, logger: this.#logger };
     const retrain = () => (own ? retrainVectorIndexConcurrently(own, options) : trainVectorIndex(this.#db, { ...options, wait: false }));
     // Another build held the lock, or every attempt failed: the next block written looks again.
     const later = () => (this.#written = Math.max(RETRAIN_CHECK_CHUNKS, indexed.lists * CHUNKS_PER_LIST));
-    retrainWithRetries(retrain, { retryMs: this.#retrainRetryMs, logger: this.#logger })
+    // Set before the write that asked returns: whoever waits on whenRetrained after it sees it.
+    this.#retraining = retrainWithRetries(retrain, { retryMs: this.#retrainRetryMs, logger: this.#logger })
       .then(
         (lists) => (lists === null ? later() : Object.assign(indexed, { lists, at: performance.now() })),
         (err: unknown) => {
@@ -258,9 +262,11 @@ class PostgresDocumentIndex implements DocumentIndex {
           this.#logger.error({ err }, 'gave up retraining the vector index for now; searches use the old one, and the next chunks written try again');
         },
       )
-      .finally(() => {
-        this.#training = false;
-      });
+      .finally(() => (this.#retraining = null));
+  }
+
+  async whenRetrained(): Promise<void> {
+    await this.#retraining;
   }
 
   async removeDocument(tx: Executor, documentId: string): Promise<void> {

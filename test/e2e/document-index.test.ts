@@ -8,7 +8,7 @@ import { eq, sql } from 'drizzle-orm';
 import { drizzle } from 'drizzle-orm/pglite';
 import { migrate } from 'drizzle-orm/pglite/migrator';
 import { pino, type Logger } from 'pino';
-import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { openDatabase, type Db } from '../../src/db/database.ts';
 import * as schema from '../../src/db/schema.ts';
 import { characters, documents, projects } from '../../src/db/schema.ts';
@@ -238,7 +238,8 @@ describe.each(BACKENDS)('the document index on $kind', (backend) => {
     const names = async () => rowsOf<{ indexname: string }>(await db.execute(sql`select indexname from pg_indexes where indexname like ${`document_chunks_embedding_${DIMS}_ivf%`}`)).map((r) => r.indexname);
     // Built on the empty database at startup with one list; the write retrains it in the background, counting
     // the chunks of the transaction that asked once it commits.
-    await vi.waitFor(async () => expect(await names()).toEqual([`document_chunks_embedding_${DIMS}_ivf2`]), { timeout: 30_000, interval: 200 });
+    await index.whenRetrained();
+    expect(await names()).toEqual([`document_chunks_embedding_${DIMS}_ivf2`]);
     const found = await index.search({ ...owner, text: 'zzzz', embedding: vectors[1234] ?? [], limit: 3 });
     expect(found[0]?.content).toBe('entry 1234');
   });
