@@ -31,10 +31,9 @@ const DATABASE_URL = envDatabaseUrl(); // BENCH_DATABASE_URL: temporary database
 const RUNS = envNumber('BENCH_RUNS', 1, 1); // of each ingest
 const MODES = envList('BENCH_MODES', ['process', 'in-process'] as const);
 const FILE_KINDS = envList('BENCH_INGEST_FILES', ['text', 'pdf', 'docx'] as const);
-const MB = 1_048_576;
+const [MB, WARMUP, LIMIT] = [1_048_576, 20, 6];
 const INGEST_BYTES = Math.floor(envNumber('BENCH_INGEST_MB', 49.9, 1, false) * MB); // the upload limit is 50 MiB
-const RESOLUTION_MS = envNumber('BENCH_LOOP_RESOLUTION_MS', 2, 1);
-const INGEST_TIMEOUT_MS = envNumber('BENCH_INGEST_TIMEOUT_SEC', 600, 10) * 1000;
+const [RESOLUTION_MS, INGEST_TIMEOUT_MS] = [envNumber('BENCH_LOOP_RESOLUTION_MS', 2, 1), envNumber('BENCH_INGEST_TIMEOUT_SEC', 600, 10) * 1000];
 const knob = (backend: Backend, name: string) => `BENCH_${backend === 'pglite' && envText(`BENCH_PGLITE_${name}`) ? 'PGLITE_' : ''}${name}`;
 const TIERS = (backend: Backend) => (envText(knob(backend, 'TIERS')) ?? '10000,30000,100000').split(',').map(Number);
 const OTHERS_CHUNKS = (backend: Backend) => envNumber(knob(backend, 'OTHERS_CHUNKS'), 200_000, 0);
@@ -42,7 +41,6 @@ const DIMENSIONS = envNumber('BENCH_DIMENSIONS', 256, 1);
 const QUERIES = envNumber('BENCH_QUERIES', 300, 10); // per tier and mode, after WARMUP unmeasured ones
 const RATE = envNumber('BENCH_RATE', 20, 1, false); // queries/s
 const WRITERS = envNumber('BENCH_WRITERS', 2, 1); // documents written at once while filling, as the processor's concurrency
-const [WARMUP, LIMIT] = [20, 6];
 const MAINTENANCE = ['vacuum analyze document_chunks', 'vacuum analyze document_terms', 'analyze documents', 'checkpoint'];
 type Backend = (typeof BACKENDS)[number];
 const log = logger('bench:documents');
@@ -204,26 +202,28 @@ async function measureRetrieval(backend: Backend) {
       return v.map((x) => Math.round((x / norm) * 1e4) / 1e4);
     };
     const [fill, upkeep] = [{ chunks: 0, writeMs: 0, upkeepWaitMs: 0 }, [] as Promise<void>[]];
-    // `chunks` more for each owner as the processor writes them: ready documents of up to 1,000 chunks, WRITERS at once, each followed
-    // by its upkeep (character vector indexes). A round's rows (85 µs a chunk: not Troupe's work) are made before its clock starts.
+    // `chunks` more for each owner as the processor writes them: ready documents of up to 1,000 chunks, each followed by its upkeep, by
+    // WRITERS writers that take the next as they finish one (as its slots do). A batch's rows (85 µs a chunk) are made before its clock.
     const fillUp = async (fillOwners: (typeof owners)[number][], chunks: number) => {
       const jobs = fillOwners.flatMap((owner) =>
         Array.from({ length: Math.ceil(chunks / 1_000) }, (_, i) => ({ owner, count: Math.min(1_000, chunks - i * 1_000) })));
-      for (let from = 0; from < jobs.length; from += WRITERS) {
-        const round = jobs.slice(from, from + WRITERS).map((job) => {
+      for (let from = 0; from < jobs.length; from += WRITERS * 4) {
+        const batch = jobs.slice(from, from + WRITERS * 4).map((job) => {
           const [headingPath, texts] = [[text.heading()], Array.from({ length: job.count }, () => text.paragraphs(1_500, 2).join('\n\n'))];
           const rows = texts.map((content, ordinal) =>
             ({ ordinal, content, tokenCount: Math.ceil(content.length / 4), page: null, headingPath, startOffset: 0, endOffset: content.length }));
           return { ...job, rows, embeddings: rows.map(() => nextVector()) };
         });
-        fill.writeMs += await timed(() => Promise.all(round.map(async (job) => {
-          const doc = { id: newId('document'), ...job.owner };
-          await db.transaction(async (tx) => {
-            await tx.insert(documents).values({ ...doc, name: 'part.txt', mimeType: 'text/plain', fileSize: 1, status: 'ready', chunkCount: job.count });
-            await index.replaceChunks(tx, doc, job.rows, job.embeddings);
-          });
-          fill.chunks += job.count;
-          upkeep.push(index.afterWrite({ characterId: doc.characterId }));
+        fill.writeMs += await timed(() => Promise.all(Array.from({ length: WRITERS }, async () => {
+          for (let job = batch.shift(); job; job = batch.shift()) {
+            const [doc, { count, rows, embeddings }] = [{ id: newId('document'), ...job.owner }, job];
+            await db.transaction(async (tx) => {
+              await tx.insert(documents).values({ ...doc, name: 'part.txt', mimeType: 'text/plain', fileSize: 1, status: 'ready', chunkCount: count });
+              await index.replaceChunks(tx, doc, rows, embeddings);
+            });
+            fill.chunks += count;
+            upkeep.push(index.afterWrite({ characterId: doc.characterId }));
+          }
         })));
       }
     };
