@@ -59,9 +59,14 @@ export async function insertUploading(db: Executor, input: { projectId: string; 
   return id;
 }
 
-/** Stores one piece of the original (at most CONTENT_PIECE_BYTES); the upload counts as alive. */
+/**
+ * Stores one piece of the original (at most CONTENT_PIECE_BYTES); the upload counts as alive.
+ * The bytes travel as base64 text, which the database decodes: the drivers send a bytea as hex
+ * text, and building that from 1 MiB took 9 ms of the event loop here (base64: 0.6 ms).
+ */
 export async function storePart(db: Executor, id: string, part: number, piece: Uint8Array): Promise<void> {
-  await db.insert(documentParts).values({ documentId: id, part, bytes: Buffer.from(piece.buffer, piece.byteOffset, piece.byteLength) });
+  const base64 = Buffer.from(piece.buffer, piece.byteOffset, piece.byteLength).toString('base64');
+  await db.insert(documentParts).values({ documentId: id, part, bytes: sql`decode(${base64}, 'base64')` });
   await db.update(documents).set({ updatedAt: new Date() }).where(and(eq(documents.id, id), eq(documents.status, 'uploading')));
 }
 
@@ -184,7 +189,11 @@ export async function lockOwned(db: Executor, id: string, owner: string, generat
 /** Bytes of the original per stored part (see `documentParts`). */
 const CONTENT_PIECE_BYTES = 1024 * 1024;
 
-/** The original bytes, read a part at a time so no single statement is large. */
+/**
+ * The original bytes, read a part at a time so no single statement is large, as base64 text for
+ * the same reason storePart sends it (a part's hex text took 4.3 ms to decode, base64 1.8 ms;
+ * Buffer's decoder skips the line breaks `encode` puts every 76 characters).
+ */
 export async function readContent(db: Executor, id: string): Promise<Uint8Array | undefined> {
   const [row] = await db.select({ size: documents.fileSize }).from(documents).where(eq(documents.id, id));
   if (!row) return undefined;
@@ -192,12 +201,13 @@ export async function readContent(db: Executor, id: string): Promise<Uint8Array 
   let offset = 0;
   for (let part = 0; offset < row.size; part++) {
     const [piece] = await db
-      .select({ bytes: documentParts.bytes })
+      .select({ base64: sql<string>`encode(${documentParts.bytes}, 'base64')` })
       .from(documentParts)
       .where(and(eq(documentParts.documentId, id), eq(documentParts.part, part)));
     if (!piece) return undefined; // deleted meanwhile
-    whole.set(piece.bytes, offset);
-    offset += piece.bytes.byteLength;
+    const bytes = Buffer.from(piece.base64, 'base64');
+    whole.set(bytes, offset);
+    offset += bytes.byteLength;
   }
   return whole;
 }

@@ -3,7 +3,7 @@ import sharp from 'sharp';
 import { eq } from 'drizzle-orm';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { documentParts } from '../../src/db/schema.ts';
-import { insertUploading, lockNextQueued, removeStaleUploads, storePart } from '../../src/documents/repository.ts';
+import { contentPieces, insertUploading, lockNextQueued, readContent, removeStaleUploads, storePart } from '../../src/documents/repository.ts';
 import { deflatedEntry, LORE, makeDocx, makePdf, makeRawPdf, makeZip, pngHeader, renderTextPng } from '../support/document-fixtures.ts';
 import { settled, upload } from '../support/documents.ts';
 import { BACKENDS } from '../support/env.ts';
@@ -243,6 +243,22 @@ describe.each(BACKENDS)('documents on $kind', (backend) => {
     expect(body.status).toBe('pending');
     expect((await db.select().from(documentParts).where(eq(documentParts.documentId, body.id))).length).toBe(3);
     await settled(f.t, character.id, body.id, f.key);
+  });
+
+  it('stores and reads back an original byte for byte, in parts, whatever its bytes', async () => {
+    const { db } = f.t.server.resources.database;
+    const owner = (await f.api.get(`/characters/${character.id}`).expect(200)) as { projectId: string };
+    // Every byte value, in a pattern that does not repeat at a part's boundary; the last part is short.
+    const original = Uint8Array.from({ length: 2 * 1024 * 1024 + 1_001 }, (_, i) => (i * 7 + (i >> 11)) & 0xff);
+    const id = await insertUploading(db, { projectId: owner.projectId, characterId: character.id, name: 'raw.bin', mimeType: 'application/octet-stream', fileSize: original.byteLength });
+    let part = 0;
+    for (const piece of contentPieces(original)) await storePart(db, id, part++, piece);
+    expect(part).toBe(3);
+    // The column holds the bytes themselves (not their text), and readContent gives them back.
+    const stored = await db.select().from(documentParts).where(eq(documentParts.documentId, id)).orderBy(documentParts.part);
+    expect(Buffer.concat(stored.map((row) => row.bytes)).equals(original)).toBe(true);
+    expect(Buffer.from((await readContent(db, id)) ?? []).equals(original)).toBe(true);
+    expect(await removeStaleUploads(db, 0)).toBe(1);
   });
 
   it('answers 413 as soon as a file passes 50 MB, without reading the rest', async () => {
