@@ -15,8 +15,9 @@ const TRANSFER_MIN_BYTES = 64 * 1024;
 const BYTEA = 17;
 
 /**
- * PGlite's own bytea codec goes through one JavaScript string per byte (seconds for the 50 parts
- * of a 50 MB upload); Buffer's hex codec is native. Same text format, same Uint8Array values.
+ * PGlite's own bytea codec goes through one JavaScript string per byte (seconds for 50 MB);
+ * Buffer's hex codec is native. Same text format, same Uint8Array values. Upload parts skip it
+ * (they travel as base64, see storePart); any other bytea value, and reads of the column, use it.
  */
 const byteaCodec = {
   serializers: {
