@@ -246,7 +246,7 @@ export async function startServer(config: Config, logger: Logger): Promise<Runni
     capabilities,
     chat,
     responses: new ResponsesService({ db: database.db, chat }),
-    documents: new DocumentService({ db: database.db, characters, index: documentIndex, invalidations, cancel: (id) => documentProcessor.cancel(id) }),
+    documents: new DocumentService({ database, characters, index: documentIndex, invalidations, cancel: (id) => documentProcessor.cancel(id) }),
     documentProcessor,
     conversations,
     conversationActors,

@@ -9,6 +9,7 @@ import { migrate as migratePglite } from 'drizzle-orm/pglite/migrator';
 import { drizzle as drizzlePostgres } from 'drizzle-orm/postgres-js';
 import { migrate as migratePostgres } from 'drizzle-orm/postgres-js/migrator';
 import postgres from 'postgres';
+import { insertCopyRows, postgresCopyRows, type CopyRows } from './copy-rows.ts';
 import { isInstalledDriverPatched } from './postgres-driver-patch.ts';
 import { withQueryDeadlines } from './query-deadline.ts';
 import { preparePgliteDataDir } from './pglite-memory.ts';
@@ -46,6 +47,8 @@ export interface Database {
   listen(channel: string, onMessage: (payload: string) => void, onReconnect: () => void): Promise<Unlisten>;
   /** PostgreSQL only; null on PGlite, whose single connection has nothing to gain from one. */
   readonly ownConnection: OwnConnection | null;
+  /** Rows with large bytes, outside any transaction, never turned into text here (copy-rows.ts). */
+  readonly copyRows: CopyRows;
   close(): Promise<void>;
 }
 
@@ -106,6 +109,7 @@ async function openPglite(dataDir: string, options: Pick<OpenDatabaseOptions, 'l
       return client.listen(channel, onMessage, onReconnect);
     },
     ownConnection: null,
+    copyRows: insertCopyRows((text, params) => client.query(text, params)),
     async close() {
       await client.close();
     },
@@ -155,6 +159,7 @@ async function openPostgres(url: string, poolSize: number, timeouts: PostgresTim
       });
       return () => sub.unlisten();
     },
+    copyRows: postgresCopyRows(bounded),
     async ownConnection(body) {
       // No statement_timeout: what runs here (an index build) may outlast the pool's.
       const connection = postgres(url, { max: 1, onnotice: () => {}, connect_timeout: timeouts.connectMs / 1000 });

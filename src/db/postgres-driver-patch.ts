@@ -1,5 +1,6 @@
 // postgres.js 3.4.9 loses track of a connection whose socket closes while a write is buffered
-// (porsager/postgres#1066, #1154 and #1208 report it; none is fixed in a release):
+// (porsager/postgres#1066, #1154 and #1208 report it; none is fixed in a release), loses a
+// failed COPY, and leaves Nagle's algorithm on:
 //  1. closed() and terminate() cancel the buffered write's setImmediate but keep its handle and
 //     its bytes, and only a write that runs resets them. The connection then never schedules a
 //     write again: its next start-up message sits unsent until connect_timeout, and again on
@@ -8,6 +9,12 @@
 //     never settled: closed() rejects pending queries only when the close had no error.
 //  3. A write scheduled after the close (a transaction's next statement) meets a null socket
 //     and throws from a timer, which ends the process.
+//  4. A `COPY ... FROM STDIN` that the server rejects after its last row was sent (a key
+//     violation found at the end) never settles its writable: the error is dropped and whoever
+//     waits for the copy waits forever (porsager/postgres#1173, open; PR #1183 makes this edit).
+//  5. The driver leaves Nagle's algorithm on. A small write behind a large one then waits for the
+//     server's delayed ACK: each 1 MiB COPY of a document part waited about 40 ms for its
+//     CopyDone. libpq and node-postgres set TCP_NODELAY.
 // `npm ci` applies the edits below to each of the driver's builds (the `prepare` script), and
 // the PostgreSQL backend refuses to start on a driver without them. An edit whose original text
 // is gone means the driver changed: the script fails, so an upgrade is checked against this list.
@@ -55,6 +62,16 @@ export const DRIVER_EDITS: readonly DriverEdit[] = [
     to:
       `    ;(query || sent.length) && error(Errors.connection('CONNECTION_CLOSED', options, socket)) ${MARK}\n` +
       '    query = null\n',
+  },
+  {
+    name: 'a copy the server rejects after its end fails its stream',
+    from: '  function errored(err) {\n    stream && (stream.destroy(err), stream = null)\n',
+    to: `  function errored(err) {\n    stream && (stream.destroy(err), stream = null)\n    final && (final(err), final = null) ${MARK}\n`,
+  },
+  {
+    name: 'the socket sends each write at once',
+    from: '      keep_alive && socket.setKeepAlive && socket.setKeepAlive(true, 1000 * keep_alive)\n',
+    to: `      keep_alive && socket.setKeepAlive && socket.setKeepAlive(true, 1000 * keep_alive)\n      socket.setNoDelay && socket.setNoDelay(true) ${MARK}\n`,
   },
 ];
 

@@ -1,5 +1,6 @@
-import { and, asc, eq, gt, lt, ne, or, sql } from 'drizzle-orm';
-import type { Db, Executor } from '../db/database.ts';
+import { and, asc, eq, getTableName, gt, lt, ne, or, sql } from 'drizzle-orm';
+import type { CopyColumn } from '../db/copy-rows.ts';
+import type { Database, Db, Executor } from '../db/database.ts';
 import { documentParts, documents } from '../db/schema.ts';
 import { newId } from '../ids.ts';
 import type { Page } from '../projects/service.ts';
@@ -59,15 +60,25 @@ export async function insertUploading(db: Executor, input: { projectId: string; 
   return id;
 }
 
+/** What storing a part takes: the statements, and the way rows with large bytes are written. */
+export type PartStore = Pick<Database, 'db' | 'copyRows'>;
+
+const PART_TABLE = getTableName(documentParts);
+const PART_COLUMNS: readonly CopyColumn[] = [
+  { name: documentParts.documentId.name, type: 'text' },
+  { name: documentParts.part.name, type: 'int4' },
+  { name: documentParts.bytes.name, type: 'bytea' },
+];
+
 /**
  * Stores one piece of the original (at most CONTENT_PIECE_BYTES); the upload counts as alive.
- * The bytes travel as base64 text, which the database decodes: the drivers send a bytea as hex
- * text, and building that from 1 MiB took 9 ms of the event loop here (base64: 0.6 ms).
+ * The bytes go as they are (copyRows): as a parameter, the drivers' hex or base64 text and its
+ * copies came to about 5 MiB of short-lived memory per 1 MiB part on this thread, and V8 ran a
+ * full collection every few parts.
  */
-export async function storePart(db: Executor, id: string, part: number, piece: Uint8Array): Promise<void> {
-  const base64 = Buffer.from(piece.buffer, piece.byteOffset, piece.byteLength).toString('base64');
-  await db.insert(documentParts).values({ documentId: id, part, bytes: sql`decode(${base64}, 'base64')` });
-  await db.update(documents).set({ updatedAt: new Date() }).where(and(eq(documents.id, id), eq(documents.status, 'uploading')));
+export async function storePart(store: PartStore, id: string, part: number, piece: Uint8Array): Promise<void> {
+  await store.copyRows(PART_TABLE, PART_COLUMNS, [[id, part, piece]]);
+  await store.db.update(documents).set({ updatedAt: new Date() }).where(and(eq(documents.id, id), eq(documents.status, 'uploading')));
 }
 
 /** The original's pieces, in order, as storePart takes them. */

@@ -5,7 +5,7 @@ import { TroupeError, notFound } from '../errors.ts';
 import type { Page } from '../projects/service.ts';
 import type { DocumentIndex } from '../retrieval/document-index.ts';
 import { documentStep, type DocumentEvent } from '../../machines/document-status.ts';
-import { contentPieces, deleteDocumentRow, findDocument, finishUpload, insertUploading, listDocuments, setStatus, storePart, type DocumentInfo } from './repository.ts';
+import { contentPieces, deleteDocumentRow, findDocument, finishUpload, insertUploading, listDocuments, setStatus, storePart, type DocumentInfo, type PartStore } from './repository.ts';
 import { detectDocumentType } from './sniff.ts';
 
 /** NOTIFY channel that wakes every process's document processor. */
@@ -24,13 +24,15 @@ export interface UploadedFile {
  */
 export class DocumentService {
   readonly #db: Db;
+  readonly #parts: PartStore;
   readonly #characters: CharacterService;
   readonly #index: DocumentIndex;
   readonly #cancel: (documentId: string) => void;
   readonly #invalidations: Invalidations;
 
-  constructor(deps: { db: Db; characters: CharacterService; index: DocumentIndex; invalidations: Invalidations; cancel: (documentId: string) => void }) {
-    this.#db = deps.db;
+  constructor(deps: { database: PartStore; characters: CharacterService; index: DocumentIndex; invalidations: Invalidations; cancel: (documentId: string) => void }) {
+    this.#db = deps.database.db;
+    this.#parts = deps.database;
     this.#invalidations = deps.invalidations;
     this.#characters = deps.characters;
     this.#index = deps.index;
@@ -52,7 +54,7 @@ export class DocumentService {
     const id = await insertUploading(this.#db, { projectId, characterId, name: file.name, mimeType: detected.mimeType, fileSize: file.bytes.byteLength });
     try {
       let part = 0;
-      for (const piece of contentPieces(file.bytes)) await storePart(this.#db, id, part++, piece);
+      for (const piece of contentPieces(file.bytes)) await storePart(this.#parts, id, part++, piece);
       const document = await this.#db.transaction(async (tx) => {
         const queued = await finishUpload(tx, id);
         if (queued) await notify(tx, DOCUMENTS_CHANNEL, id);

@@ -227,10 +227,11 @@ describe.each(BACKENDS)('documents on $kind', (backend) => {
   });
 
   it('keeps an upload whose parts are still being stored out of sight and out of the queue, and removes one left unfinished', async () => {
-    const { db } = f.t.server.resources.database;
+    const { database } = f.t.server.resources;
+    const { db } = database;
     const owner = (await f.api.get(`/characters/${character.id}`).expect(200)) as { projectId: string };
     const id = await insertUploading(db, { projectId: owner.projectId, characterId: character.id, name: 'half.txt', mimeType: 'text/plain', fileSize: 3 * 1024 * 1024 });
-    await storePart(db, id, 0, new Uint8Array(1024 * 1024).fill(65));
+    await storePart(database, id, 0, new Uint8Array(1024 * 1024).fill(65));
     await f.api.get(docs(`/${id}`)).expect(404);
     expect((await f.api.get(docs()).expect(200)).map((d: { id: string }) => d.id)).not.toContain(id);
     expect((await db.transaction((tx) => lockNextQueued(tx)))?.id).not.toBe(id);
@@ -246,13 +247,14 @@ describe.each(BACKENDS)('documents on $kind', (backend) => {
   });
 
   it('stores and reads back an original byte for byte, in parts, whatever its bytes', async () => {
-    const { db } = f.t.server.resources.database;
+    const { database } = f.t.server.resources;
+    const { db } = database;
     const owner = (await f.api.get(`/characters/${character.id}`).expect(200)) as { projectId: string };
     // Every byte value, in a pattern that does not repeat at a part's boundary; the last part is short.
     const original = Uint8Array.from({ length: 2 * 1024 * 1024 + 1_001 }, (_, i) => (i * 7 + (i >> 11)) & 0xff);
     const id = await insertUploading(db, { projectId: owner.projectId, characterId: character.id, name: 'raw.bin', mimeType: 'application/octet-stream', fileSize: original.byteLength });
     let part = 0;
-    for (const piece of contentPieces(original)) await storePart(db, id, part++, piece);
+    for (const piece of contentPieces(original)) await storePart(database, id, part++, piece);
     expect(part).toBe(3);
     // The column holds the bytes themselves (not their text), and readContent gives them back.
     const stored = await db.select().from(documentParts).where(eq(documentParts.documentId, id)).orderBy(documentParts.part);

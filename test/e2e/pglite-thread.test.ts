@@ -263,7 +263,7 @@ describe('a PGlite worker thread that dies', () => {
       const text = new TextEncoder().encode('The harbour master hates pirates and keeps a cannon by the pier. '.repeat(40));
       const id = await insertUploading(database.db, { projectId, characterId, name: 'harbour.txt', mimeType: 'text/plain', fileSize: text.byteLength });
       let part = 0;
-      for (const piece of contentPieces(text)) await storePart(database.db, id, part++, piece);
+      for (const piece of contentPieces(text)) await storePart(database, id, part++, piece);
       await finishUpload(database.db, id);
 
       await processor.start();
