@@ -17,7 +17,7 @@ const BYTEA = 17;
 /**
  * PGlite's own bytea codec goes through one JavaScript string per byte (seconds for 50 MB);
  * Buffer's hex codec is native. Same text format, same Uint8Array values. Upload parts skip it
- * (they travel as base64, see storePart); any other bytea value, and reads of the column, use it.
+ * (they travel as base64, see insertCopyRows); any other bytea value, and reads of the column, use it.
  */
 const byteaCodec = {
   serializers: {
