@@ -44,7 +44,7 @@ function checkRow(columns: readonly CopyColumn[], row: readonly CopyValue[]): vo
  * The binary COPY stream for rows that passed checkRow: header, each row, trailer. Small fields
  * are gathered into one buffer; a bytea value is yielded as it is, never copied here.
  */
-export function* binaryCopyFrames(columns: readonly CopyColumn[], rows: readonly (readonly CopyValue[])[]): Generator<Uint8Array> {
+function* binaryCopyFrames(columns: readonly CopyColumn[], rows: readonly (readonly CopyValue[])[]): Generator<Uint8Array> {
   let pending: Buffer[] = [SIGNATURE, Buffer.alloc(8)]; // flags and header extension: both zero
   const small = (bytes: Buffer) => void pending.push(bytes);
   const length = (n: number) => {
@@ -80,9 +80,9 @@ export function* binaryCopyFrames(columns: readonly CopyColumn[], rows: readonly
   yield Buffer.concat(pending);
 }
 
-/** The COPY statement for these columns. */
-export function copyStatement(table: string, columns: readonly CopyColumn[]): string {
-  return `copy ${quoteIdent(table)} (${columns.map((c) => quoteIdent(c.name)).join(', ')}) from stdin (format binary)`;
+/** `"table" ("a", "b")`, the target both statements name. */
+function target(table: string, columns: readonly CopyColumn[]): string {
+  return `${quoteIdent(table)} (${columns.map((c) => quoteIdent(c.name)).join(', ')})`;
 }
 
 /**
@@ -93,7 +93,7 @@ export function postgresCopyRows(client: Sql): CopyRows {
   return async (table, columns, rows) => {
     for (const row of rows) checkRow(columns, row);
     if (rows.length === 0) return;
-    const stream = await client.unsafe(copyStatement(table, columns)).writable();
+    const stream = await client.unsafe(`copy ${target(table, columns)} from stdin (format binary)`).writable();
     await pipeline(Readable.from(binaryCopyFrames(columns, rows), { objectMode: false }), stream);
   };
 }
@@ -113,6 +113,6 @@ export function insertCopyRows(query: (sql: string, params: unknown[]) => Promis
       params.push(value instanceof Uint8Array ? Buffer.from(value.buffer, value.byteOffset, value.byteLength).toString('base64') : value);
       return cast[column.type](params.length);
     }).join(', ')})`);
-    await query(`insert into ${quoteIdent(table)} (${columns.map((c) => quoteIdent(c.name)).join(', ')}) values ${tuples.join(', ')}`, params);
+    await query(`insert into ${target(table, columns)} values ${tuples.join(', ')}`, params);
   };
 }
