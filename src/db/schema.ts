@@ -167,7 +167,7 @@ const bytea = customType<{ data: Uint8Array; driverData: Uint8Array }>({ dataTyp
 const blockBits = customType<{ data: string }>({ dataType: () => 'bit(1024)' });
 
 /**
- * Text compared byte by byte (collation "C"), whatever the database's: a lexeme is only ever
+ * Text compared byte by byte (collation "C"), whatever the database's: a word is only ever
  * looked up by equality, and a libc collation (C.UTF-8 included) sorts and compares through
  * strcoll, without abbreviated keys.
  */
@@ -258,9 +258,9 @@ export const documentChunks = pgTable(
 );
 
 /**
- * Which chunks of a document hold each word (lexeme of `to_tsvector('simple', content)`), per
- * block of 1,024 chunks (ordinal >> 10): the offsets in the block when few (`members`), else a
- * bitmap (`bits`, bit i for offset i). Full-text search ranks a character's chunks from these
+ * Which chunks of a document hold each word (src/retrieval/words.ts), per block of 1,024 chunks
+ * (ordinal >> 10): the offsets in the block when few (`members`), else a bitmap (`bits`, bit i
+ * for offset i). Full-text search ranks a character's chunks from these
  * rows alone (src/retrieval/text-ranking.ts): a common word is a row per block, not per chunk.
  */
 export const documentTerms = pgTable(

@@ -8,7 +8,7 @@ import { chunkList, type ChunkList } from '../documents/packed-chunks.ts';
 import { newId } from '../ids.ts';
 import { runChunkWrites, type ChunkWrite } from './chunk-write-pipeline.ts';
 import { CoalescedRuns } from './coalesced-runs.ts';
-import { readTermSets, termSetsInsert } from './full-text-search.ts';
+import { BlockTermSets, readTermSets, termSetsInsert } from './full-text-search.ts';
 import { CHUNKS_PER_LIST, prepareVectorSearch, rowsOf, trainVectorIndex, vectorIndexOf } from './pgvector-setup.ts';
 import { queryTerms } from './query-terms.ts';
 import { byTextRank, planText, TERM_BLOCK, topText, type TextHit } from './text-ranking.ts';
@@ -185,8 +185,7 @@ class PostgresDocumentIndex implements DocumentIndex {
     const vectorColumns = withVectors ? sql`, embedding, embedding_dims` : sql``;
     const vectorValues = withVectors ? sql`, r.embedding::vector, r.embedding_dims` : sql``;
     const vectorFields = withVectors ? sql`, embedding text, embedding_dims int` : sql``;
-    const rowJson = (index: number): unknown => {
-      const c = list.at(index);
+    const rowJson = (index: number, c: Chunk): unknown => {
       const vector = withVectors ? embeddings?.[index] : undefined;
       return {
         id: newId('chunk'), ordinal: c.ordinal, content: c.content, token_count: c.tokenCount, page: c.page,
@@ -196,30 +195,31 @@ class PostgresDocumentIndex implements DocumentIndex {
     };
     // One statement per block of TERM_BLOCK chunks (ordinals are positions, so a block is one
     // batch): the rows as one json (read once: no jsonb built) parameter, not a dozen per row, and
-    // the block's term sets built from the same rows. Its rows are built when its step is prepared.
+    // the block's term sets as another. Both are built when its step is prepared.
     const blockWrite = (block: number, indexes: number[]): ChunkWrite => {
-      let rows: string | null = null;
+      let built: { rows: string; terms: string } | null = null;
       return {
         prepare: async () => {
-          const slices: string[] = [];
+          const [slices, terms] = [[] as string[], new BlockTermSets(block)];
           for (let from = 0; from < indexes.length; from += ROWS_PER_SLICE) {
             if (from > 0) await nextTurn();
-            slices.push(JSON.stringify(indexes.slice(from, from + ROWS_PER_SLICE).map(rowJson)).slice(1, -1));
+            const slice = indexes.slice(from, from + ROWS_PER_SLICE).map((index) => ({ index, chunk: list.at(index) }));
+            slices.push(JSON.stringify(slice.map(({ index, chunk }) => rowJson(index, chunk))).slice(1, -1));
+            for (const { chunk } of slice) terms.add(chunk.ordinal, chunk.content);
           }
-          rows = `[${slices.join(',')}]`;
+          await nextTurn();
+          built = { rows: `[${slices.join(',')}]`, terms: terms.toJson() };
         },
         run: async (tx) => {
-          if (rows === null) throw new Error('a chunk write ran before it was prepared');
+          if (built === null) throw new Error('a chunk write ran before it was prepared');
           await tx.execute(sql`
-            with r as materialized (
-              select * from json_to_recordset(${rows}::json) as r(id text, ordinal int, content text, token_count int, page int,
-                heading_path jsonb, start_offset int, end_offset int${vectorFields})
-            ), inserted as (
+            with inserted as (
               insert into document_chunks (id, document_id, project_id, character_id, ordinal, content, token_count, page, heading_path, start_offset, end_offset${vectorColumns})
               select r.id, ${doc.id}, ${doc.projectId}, ${doc.characterId}, r.ordinal, r.content, r.token_count, r.page, r.heading_path, r.start_offset, r.end_offset${vectorValues}
-              from r)
-            ${termSetsInsert(doc, block, sql`r`)}`);
-          rows = null;
+              from json_to_recordset(${built.rows}::json) as r(id text, ordinal int, content text, token_count int, page int,
+                heading_path jsonb, start_offset int, end_offset int${vectorFields}))
+            ${termSetsInsert(doc, { block, json: built.terms })}`);
+          built = null;
           if (withVectors) await this.#noteWritten(tx, indexes.length, dimensions);
         },
       };
@@ -313,7 +313,7 @@ class PostgresDocumentIndex implements DocumentIndex {
     const candidates = vector ? Math.max(query.limit * CANDIDATES_PER_RESULT, 20) : query.limit;
     // The vector search finds the ready documents itself, so both lists are read at once.
     const [{ stats, chunks, sets }, vectorList] = await Promise.all([
-      readTermSets(this.#db, owner, queryTerms(query.text).join(' ')),
+      readTermSets(this.#db, owner, queryTerms(query.text)),
       vector ? vectorHits(this.#db, owner, vector, candidates, { exactUpTo: this.#exactVectorChunks, probes: this.#probesNow() }) : [],
     ]);
     const textHits = stats.length > 0 ? topText(planText(stats, chunks), sets, candidates) : [];

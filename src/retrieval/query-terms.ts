@@ -1,6 +1,8 @@
+import { wordsOf } from './words.ts';
+
 /**
  * Words that say nothing about which passage is meant. Full-text search keeps every word of a
- * chunk (the `simple` configuration, for any language), so a query of "what is the…" would
+ * chunk (words.ts, for any language), so a query of "what is the…" would
  * match nearly every chunk and rank them all; these are left out of queries instead.
  */
 const STOPWORDS = new Set(
@@ -16,9 +18,9 @@ const STOPWORDS = new Set(
 /** At most this many terms: a long message keeps its longest (usually most specific) words. */
 const MAX_TERMS = 12;
 
-/** The words of a player's message worth searching for, lower-cased and without repeats. */
+/** The words (words.ts) of a player's message worth searching for, without repeats. */
 export function queryTerms(text: string): string[] {
-  const words = (text.toLowerCase().match(/[\p{L}\p{N}]+/gu) ?? []).filter((w) => w.length > 1 && !STOPWORDS.has(w));
+  const words = wordsOf(text).filter((w) => w.length > 1 && !STOPWORDS.has(w));
   const unique = [...new Set(words)];
   if (unique.length <= MAX_TERMS) return unique;
   return unique.sort((a, b) => b.length - a.length).slice(0, MAX_TERMS);

@@ -5,7 +5,7 @@
  * A chunk's score is the sum of the weights of the query's terms it holds, a term weighing
  * ln(1 + N / df) where N is the character's ready chunks and df those holding the term; equal
  * scores are ordered by document id, then position in the document. Every term of the query
- * counts (queryTerms keeps at most 12 words; the 16 rarest lexemes at most).
+ * counts (queryTerms keeps at most 12 words; the 16 rarest words at most).
  */
 
 /** Masks are 16-bit; queryTerms keeps fewer words than this anyway. */

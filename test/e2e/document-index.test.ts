@@ -151,6 +151,28 @@ describe.each(BACKENDS)('the document index on $kind', (backend) => {
     expect(found[0]?.content).toBe(many[217]!.content);
   });
 
+  it('finds the words inside addresses, numbers and hyphenated words, in any script, as a query splits them', async () => {
+    const owner = await newOwner(db);
+    const doc = await newDocument(db, owner);
+    const contents = [
+      'Write to harbour-master@port.example.com before 3.14 bells.',
+      'Die Straße der Fischer ist ÜBER dem Hafen.',
+      'नाविक की किताब में ज्वार लिखा है।',
+      `${'z'.repeat(5_000)} anchor chain`,
+    ];
+    await db.transaction((tx) => index.replaceChunks(tx, doc, contents.map((content, i) => chunk(i, content)), null));
+    const top = async (text: string) => (await index.search({ ...owner, text, embedding: null, limit: 1 }))[0]?.content;
+    expect(await top('example.com')).toBe(contents[0]);
+    expect(await top('who is the master?')).toBe(contents[0]);
+    expect(await top('the 14 bells')).toBe(contents[0]);
+    expect(await top('straße über')).toBe(contents[1]);
+    // A vowel sign is part of its word: "किताब" is one word, not three letters.
+    expect(await top('किताब')).toBe(contents[2]);
+    // A word too long to index is left out; the rest of its chunk is found.
+    expect(await top('anchor')).toBe(contents[3]);
+    expect(await top('z'.repeat(5_000))).toBeUndefined();
+  });
+
   it("searches only the character's ready documents", async () => {
     const owner = await newOwner(db);
     const other = await newOwner(db);
