@@ -46,7 +46,7 @@ export interface DocumentIndex {
   /** Top chunks of the character's `ready` documents, fused by reciprocal rank fusion. */
   search(query: { projectId: string; characterId: string; text: string; embedding: number[] | null; limit: number }): Promise<RetrievedChunk[]>;
 }
-/** Rows of a block built between two turns of the event loop. */
+/** Rows of a block built (their json and their words) between two turns of the event loop. */
 const ROWS_PER_SLICE = 64;
 
 export interface RetrievedChunk { documentId: string; chunkId: string; content: string; score: number; page: number | null; headingPath: string[] }

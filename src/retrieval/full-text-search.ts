@@ -113,10 +113,9 @@ export class BlockTermSets {
    * only makes those few writes less sequential.
    */
   toJson(): string {
-    const rows = [...this.#offsets.keys()].sort().map((t) => {
-      const offsets = this.#offsets.get(t) ?? [];
-      return offsets.length <= SPARSE_MEMBERS ? { t, n: offsets.length, m: offsets } : { t, n: offsets.length, b: bitsHex(offsets) };
-    });
+    const rows = [...this.#offsets]
+      .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))
+      .map(([t, offsets]) => (offsets.length <= SPARSE_MEMBERS ? { t, n: offsets.length, m: offsets } : { t, n: offsets.length, b: bitsHex(offsets) }));
     return JSON.stringify(rows);
   }
 }
